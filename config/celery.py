@@ -1,0 +1,11 @@
+"""Celery application. Settings come from Django settings, CELERY_ namespace, new-style names."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("healthagentbench")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,188 @@
+"""The one settings module. Every value comes from the environment (django-environ).
+
+Required secrets have no default when DEBUG is off: SECRET_KEY, DATABASE_URL, CELERY_BROKER_URL.
+Any variable can also be given as <NAME>_FILE (Docker secrets).
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A local .env is optional; production passes real environment variables.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _env_or_file(name: str, **kwargs):
+    """Read NAME, or the contents of the file named by NAME_FILE (Docker secrets)."""
+    file_var = f"{name}_FILE"
+    if env.str(file_var, default=""):
+        return Path(env.str(file_var)).read_text().strip()
+    return env.str(name, **kwargs)
+
+
+DEBUG = env.bool("DEBUG", default=False)
+_dev_default = {"default": "insecure-dev-only-key-never-used-in-production"} if DEBUG else {}
+SECRET_KEY = _env_or_file("SECRET_KEY", **_dev_default)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "leaderboard",
+    "submissions",
+    "evaluation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    # WhiteNoise directly after SecurityMiddleware, as its docs require.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.middleware.ContentSecurityPolicyMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# SQLite is the embedded default (make run); DATABASE_URL selects PostgreSQL.
+_db_default = {"default": f"sqlite:///{BASE_DIR / 'db.sqlite3'}"} if DEBUG else {}
+DATABASES = {"default": env.db_url_config(_env_or_file("DATABASE_URL", **_db_default))}
+# Persistent connections in production; 0 keeps tests and runserver simple.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmem://")}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(BASE_DIR / "media")))
+MEDIA_URL = "/media/"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if env.bool("USE_MANIFEST_STATIC", default=not DEBUG)
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "HealthAgentBench leaderboard API",
+    "DESCRIPTION": "Read-only leaderboard data. Rates are fractions in [0, 1].",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Celery (new-style names, CELERY_ namespace) ---
+# make run uses the filesystem transport so no broker server is needed.
+_broker_default = {"default": "filesystem://"} if DEBUG else {}
+CELERY_BROKER_URL = _env_or_file("CELERY_BROKER_URL", **_broker_default)
+_celery_fs_dir = Path(env.str("CELERY_FS_DIR", default=str(BASE_DIR / "var" / "broker")))
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(_celery_fs_dir),
+        "data_folder_out": str(_celery_fs_dir),
+        "processed_folder": str(_celery_fs_dir / "processed"),
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    # Redis redelivers unacked messages after visibility_timeout: keep it above the longest job.
+    else {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=6 * 3600)}
+)
+# Redeliver a job whose worker died mid-run; jobs are idempotent (claimed by conditional UPDATE).
+CELERY_TASK_ACKS_LATE = True
+# Without this a SIGKILLed child's message is acked and the job is lost.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# Long container jobs: never reserve a second job while one runs.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# The database is the source of truth; results are not needed.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "web"
+CELERY_TIMEZONE = "UTC"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
+
+# --- Security (production values; check --deploy runs in CI with DEBUG off) ---
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
+SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
+
+# --- Leaderboard ---
+# Seed of the deterministic demo reconstruction and of any resampling.
+LEADERBOARD_RANDOM_SEED = env.int("LEADERBOARD_RANDOM_SEED", default=20260602)
+# Two-sided significance level of the paired tie test.
+LEADERBOARD_TIE_ALPHA = env.float("LEADERBOARD_TIE_ALPHA", default=0.05)
+
+# --- Evaluation ---
+# OpenAI-compatible chat endpoint used as the X-ray report judge (CheXprompt-style rubric).
+XRAY_JUDGE_URL = env.str("XRAY_JUDGE_URL", default="")
+XRAY_JUDGE_MODEL = env.str("XRAY_JUDGE_MODEL", default="gpt-5.4")
+XRAY_JUDGE_API_KEY = _env_or_file("XRAY_JUDGE_API_KEY", default="")
+XRAY_JUDGE_TIMEOUT_S = env.float("XRAY_JUDGE_TIMEOUT_S", default=60.0)
+# Docker engine used by evaluation/runner.py (created lazily, never at import).
+DOCKER_HOST = env.str("DOCKER_HOST", default="unix:///var/run/docker.sock")
+DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)
+# Local tag of the debootstrap-built runtime base image that every task starts FROM.
+TASK_BASE_IMAGE = env.str("TASK_BASE_IMAGE", default="healthagentbench/base:bookworm")
+TASKS_DIR = BASE_DIR / "tasks"
