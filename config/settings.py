@@ -84,7 +84,7 @@ DATABASES = {"default": env.db_url_config(_env_or_file("DATABASE_URL", **_db_def
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {"default": env.cache_url("CACHE_URL", default="locmem://")}
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

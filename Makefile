@@ -1,0 +1,24 @@
+# Two commands for a newcomer: `make run` and `make test`. Everything else is a helper target.
+SHELL := /bin/bash
+PORT ?= 8000
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test install images serve clean-venv
+
+$(VENV)/.installed: pyproject.toml uv.lock scripts/bootstrap
+	scripts/bootstrap
+	@touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	DEBUG=1 $(PY) manage.py migrate --noinput
+	DEBUG=1 $(PY) manage.py load_demo
+	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
+
+test: install
+	scripts/run-tests
+
+images: install
+	scripts/build-images
