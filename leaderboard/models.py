@@ -91,6 +91,11 @@ class BenchmarkTask(BaseModel):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def case(self) -> str:
+        """The part of the name after the category ("case_01")."""
+        return self.name.split("/", 1)[-1]
+
 
 class Harness(BaseModel):
     slug = models.SlugField(max_length=80, unique=True)

@@ -1,3 +1,18 @@
 from django.urls import path
 
-urlpatterns: list = []
+from leaderboard import views
+
+urlpatterns = [
+    path("", views.show_leaderboard, name="leaderboard"),
+    path("categories/", views.show_categories, name="categories"),
+    path("imaging-vs-text/", views.show_groups, name="groups"),
+    path("harness-effect/", views.show_harness_effect, name="harness"),
+    path("cost/", views.show_cost, name="cost"),
+    path("task-matrix/", views.show_task_matrix, name="task_matrix"),
+    path("tasks/", views.list_tasks, name="tasks"),
+    path("tasks/<slug:category>/<slug:case>/", views.show_task, name="task"),
+    path("agents/<slug:slug>/", views.show_agent, name="agent"),
+    path("methods/", views.show_methods, name="methods"),
+    path("healthz", views.healthz, name="healthz"),
+    path("<slug:table>.csv", views.download_csv, name="csv"),
+]

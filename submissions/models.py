@@ -64,6 +64,8 @@ class Submission(BaseModel):
     # Demo rows reconstructed from the paper's published aggregates, not real runs.
     is_reconstructed = models.BooleanField(default=False)
     source = models.CharField(max_length=200, blank=True)
+    # sha256 of the trial data as loaded; lets loaders be idempotent.
+    data_digest = models.CharField(max_length=64, blank=True)
     notes = models.TextField(blank=True)
     submitted_on = models.DateField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)

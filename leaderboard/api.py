@@ -1,0 +1,182 @@
+"""Read-only JSON API (/api/v1/). Same columns and values as the CSV downloads."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from leaderboard import selectors, tables
+
+_FILTER_PARAMS = [
+    OpenApiParameter("benchmark", str, description="name@version, e.g. healthagentbench@1.0"),
+    OpenApiParameter("harness", str, description="harness slug, e.g. codex"),
+    OpenApiParameter("provider", str, description="model provider, e.g. OpenAI"),
+    OpenApiParameter("verified", bool, description="only verified submissions"),
+]
+
+
+def _params(request: Request):
+    try:
+        bv = selectors.benchmark_version_get(slug=request.query_params.get("benchmark", ""))
+    except selectors.UnknownBenchmark as exc:
+        raise NotFound(str(exc)) from exc
+    filters = selectors.EntryFilters(
+        harness=request.query_params.get("harness", ""),
+        provider=request.query_params.get("provider", ""),
+        verified_only=request.query_params.get("verified") in ("1", "true", "on"),
+    )
+    return bv, filters
+
+
+class _TableApi(APIView):
+    table: str = ""
+
+    def get(self, request: Request) -> Response:
+        bv, filters = _params(request)
+        table = tables.TABLES[self.table](bv, filters)
+        return Response(list(table.dicts()))
+
+
+class LeaderboardListApi(_TableApi):
+    table = "leaderboard"
+
+    class OutputSerializer(serializers.Serializer):
+        rank = serializers.IntegerField()
+        tie_group = serializers.IntegerField()
+        agent = serializers.CharField()
+        harness = serializers.CharField()
+        model = serializers.CharField()
+        provider = serializers.CharField()
+        success_rate = serializers.FloatField()
+        ci_low = serializers.FloatField()
+        ci_high = serializers.FloatField()
+        successes = serializers.IntegerField()
+        attempts = serializers.IntegerField()
+        infra_errors = serializers.IntegerField()
+        coverage = serializers.FloatField()
+        cost_per_attempt_usd = serializers.FloatField(allow_null=True)
+        cost_per_success_usd = serializers.FloatField(allow_null=True)
+        mean_duration_s = serializers.FloatField(allow_null=True)
+        mean_output_tokens = serializers.FloatField(allow_null=True)
+        pass_at_3 = serializers.FloatField()
+        pass_hat_3 = serializers.FloatField()
+        verified = serializers.BooleanField()
+        reconstructed = serializers.BooleanField()
+        date = serializers.DateField(allow_null=True)
+        provenance = serializers.CharField()
+
+    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return super().get(request)
+
+
+class CategoryListApi(_TableApi):
+    table = "categories"
+
+    class OutputSerializer(serializers.Serializer):
+        agent = serializers.CharField()
+        category = serializers.CharField()
+        group = serializers.CharField()
+        successes = serializers.IntegerField()
+        attempts = serializers.IntegerField()
+        success_rate = serializers.FloatField()
+        ci_low = serializers.FloatField()
+        ci_high = serializers.FloatField()
+        provenance = serializers.CharField()
+
+    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return super().get(request)
+
+
+class GroupListApi(_TableApi):
+    table = "groups"
+
+    class OutputSerializer(serializers.Serializer):
+        agent = serializers.CharField()
+        harness = serializers.CharField()
+        group = serializers.CharField()
+        macro_success_rate = serializers.FloatField()
+        pooled_success_rate = serializers.FloatField()
+        provenance = serializers.CharField()
+
+    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return super().get(request)
+
+
+class HarnessFamilyListApi(_TableApi):
+    table = "harness-families"
+
+    class OutputSerializer(serializers.Serializer):
+        harness_family = serializers.CharField()
+        agents = serializers.IntegerField()
+        mean_success_rate = serializers.FloatField()
+        pooled_success_rate = serializers.FloatField()
+        imaging_macro_success_rate = serializers.FloatField(allow_null=True)
+        text_macro_success_rate = serializers.FloatField(allow_null=True)
+        imaging_pooled_success_rate = serializers.FloatField(allow_null=True)
+        text_pooled_success_rate = serializers.FloatField(allow_null=True)
+
+    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return super().get(request)
+
+
+class TrialListApi(APIView):
+    """Trials of ranked agents, paginated with limit/offset (limit <= 5000)."""
+
+    class OutputSerializer(serializers.Serializer):
+        agent = serializers.CharField()
+        task = serializers.CharField()
+        category = serializers.CharField()
+        attempt = serializers.IntegerField()
+        outcome = serializers.CharField()
+        success = serializers.BooleanField()
+        cost_usd = serializers.FloatField(allow_null=True)
+        duration_s = serializers.FloatField(allow_null=True)
+        output_tokens = serializers.IntegerField(allow_null=True)
+        provenance = serializers.CharField()
+
+    class PageSerializer(serializers.Serializer):
+        offset = serializers.IntegerField()
+        limit = serializers.IntegerField()
+        results = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(
+        parameters=[*_FILTER_PARAMS, OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses=PageSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        bv, filters = _params(request)
+        try:
+            limit = min(int(request.query_params.get("limit", 1000)), 5000)
+            offset = int(request.query_params.get("offset", 0))
+        except ValueError as exc:
+            raise ValidationError({"limit": "limit and offset must be integers"}) from exc
+        if limit < 1 or offset < 0:
+            raise ValidationError({"limit": "limit must be >= 1 and offset >= 0"})
+        rows = list(islice(tables.trials_table(bv, filters).dicts(), offset, offset + limit))
+        return Response({"offset": offset, "limit": limit, "results": rows})
+
+
+class BenchmarkListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.CharField()
+        title = serializers.CharField()
+        attempts_per_task = serializers.IntegerField()
+        reconstructed = serializers.BooleanField()
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response([
+            {"slug": bv.slug, "title": bv.title, "attempts_per_task": bv.attempts_per_task,
+             "reconstructed": bv.is_reconstructed}
+            for bv in selectors.benchmark_version_list()
+        ])

@@ -1,0 +1,234 @@
+"""Reads for the leaderboard pages, CSVs and API. Each selector is a fixed number of queries,
+independent of the number of agents (see tests/leaderboard/test_query_counts.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from django.db.models import Prefetch, QuerySet
+
+from leaderboard.models import (
+    BenchmarkTask,
+    BenchmarkVersion,
+    Category,
+    CategoryEntry,
+    GroupAggregate,
+    LeaderboardEntry,
+    TaskCell,
+)
+from submissions.models import Trial
+
+
+class UnknownBenchmark(Exception):
+    """The requested benchmark version does not exist."""
+
+
+@dataclass(frozen=True)
+class EntryFilters:
+    harness: str = ""
+    provider: str = ""
+    verified_only: bool = False
+
+
+def benchmark_version_list() -> list[BenchmarkVersion]:
+    return list(BenchmarkVersion.objects.order_by("-is_default", "name", "version"))
+
+
+def benchmark_version_get(*, slug: str | None) -> BenchmarkVersion:
+    """``name@version``, or the default version when slug is empty. One query."""
+    if not slug:
+        bv = BenchmarkVersion.objects.order_by("-is_default", "name", "version").first()
+        if bv is None:
+            raise UnknownBenchmark("no benchmark version is registered yet")
+        return bv
+    name, sep, version = slug.partition("@")
+    bv = BenchmarkVersion.objects.filter(name=name, version=version).first() if sep else None
+    if bv is None:
+        raise UnknownBenchmark(f"unknown benchmark version {slug!r} (expected name@version)")
+    return bv
+
+
+def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters) -> QuerySet:
+    # agent, harness and model are shown on every row: join them instead of N lookups.
+    qs = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).select_related(
+        "agent", "agent__harness", "agent__model"
+    )
+    if filters.harness:
+        qs = qs.filter(agent__harness__slug=filters.harness)
+    if filters.provider:
+        qs = qs.filter(agent__model__provider__iexact=filters.provider)
+    if filters.verified_only:
+        qs = qs.filter(verified=True)
+    return qs.order_by("rank", "agent__display_name")
+
+
+def leaderboard_rows(
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+) -> list[LeaderboardEntry]:
+    """Entries in rank order. One query."""
+    return list(_entries(benchmark_version, filters))
+
+
+def filter_choices(*, benchmark_version: BenchmarkVersion) -> dict[str, list[tuple[str, str]]]:
+    """Harnesses and providers present in a version, for the filter form. Two queries."""
+    base = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
+    harnesses = sorted(set(base.values_list("agent__harness__slug",
+                                            "agent__harness__display_name")))
+    providers = sorted({(p, p) for p in base.values_list("agent__model__provider", flat=True)})
+    return {"harnesses": harnesses, "providers": providers}
+
+
+def categories_for(*, benchmark_version: BenchmarkVersion) -> list[Category]:
+    return list(benchmark_version.categories.order_by("position", "slug"))
+
+
+def category_matrix(
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+) -> tuple[list[Category], list[LeaderboardEntry]]:
+    """Entries with ``category_results`` (dict slug -> CategoryEntry). Three queries."""
+    categories = categories_for(benchmark_version=benchmark_version)
+    entries = list(
+        _entries(benchmark_version, filters).prefetch_related(
+            # One query for all entries' per-category rows instead of one per entry.
+            Prefetch(
+                "category_entries",
+                queryset=CategoryEntry.objects.select_related("category"),
+                to_attr="category_rows",
+            )
+        )
+    )
+    for e in entries:
+        e.category_results = {ce.category.slug: ce for ce in e.category_rows}
+    return categories, entries
+
+
+def harness_family_aggregates(*, benchmark_version: BenchmarkVersion) -> list[GroupAggregate]:
+    return list(
+        GroupAggregate.objects.filter(
+            benchmark_version=benchmark_version, kind=GroupAggregate.Kind.HARNESS_FAMILY
+        ).order_by("-mean_success_rate", "key")
+    )
+
+
+@dataclass
+class ComparisonRow:
+    key: str
+    label: str
+    entries: list[LeaderboardEntry] = field(default_factory=list)
+
+
+def same_model_across_harnesses(*, benchmark_version: BenchmarkVersion) -> list[ComparisonRow]:
+    """Models run under more than one harness, each with its entries. One query."""
+    by_model: dict[str, ComparisonRow] = {}
+    for e in _entries(benchmark_version, EntryFilters()):
+        row = by_model.setdefault(e.agent.model.slug,
+                                  ComparisonRow(e.agent.model.slug, e.agent.model.display_name))
+        row.entries.append(e)
+    return [r for r in by_model.values() if len({e.agent.harness_id for e in r.entries}) > 1]
+
+
+def versions_within_harness(*, benchmark_version: BenchmarkVersion) -> list[ComparisonRow]:
+    """Per (harness, model family) with two or more versions, entries by model version. One query."""
+    lines: dict[tuple[str, str], ComparisonRow] = {}
+    for e in _entries(benchmark_version, EntryFilters()):
+        key = (e.agent.harness.slug, e.agent.model.family or e.agent.model.display_name)
+        row = lines.setdefault(key, ComparisonRow(
+            f"{key[0]}:{key[1]}", f"{e.agent.harness.display_name} · {key[1]}"))
+        row.entries.append(e)
+    out = [r for r in lines.values() if len(r.entries) > 1]
+    for r in out:
+        r.entries.sort(key=lambda e: e.agent.model.version_order)
+    return out
+
+
+def task_matrix(
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+) -> tuple[list[BenchmarkTask], list[LeaderboardEntry]]:
+    """Tasks, and entries with ``cells`` (list aligned with tasks). Three queries."""
+    tasks = list(benchmark_version.tasks.select_related("category").order_by("position", "name"))
+    entries = list(
+        _entries(benchmark_version, filters).prefetch_related(
+            # One query for every cell of every entry.
+            Prefetch("cells", queryset=TaskCell.objects.only(
+                "entry_id", "benchmark_task_id", "outcomes", "successes"), to_attr="cell_rows")
+        )
+    )
+    for e in entries:
+        by_task = {c.benchmark_task_id: c for c in e.cell_rows}
+        e.cell_list = [by_task.get(t.pk) for t in tasks]
+    return tasks, entries
+
+
+def entry_get(*, benchmark_version: BenchmarkVersion, agent_slug: str) -> LeaderboardEntry | None:
+    """One entry with its categories and cells. Three queries."""
+    entry = (
+        LeaderboardEntry.objects.filter(benchmark_version=benchmark_version, agent__slug=agent_slug)
+        .select_related("agent", "agent__harness", "agent__model", "submission")
+        .prefetch_related(
+            Prefetch("category_entries",
+                     queryset=CategoryEntry.objects.select_related("category")
+                     .order_by("category__position"), to_attr="category_rows"),
+            Prefetch("cells", queryset=TaskCell.objects.select_related(
+                "benchmark_task", "benchmark_task__category").order_by(
+                "benchmark_task__position"), to_attr="cell_rows"),
+        )
+        .first()
+    )
+    return entry
+
+
+def task_get(*, benchmark_version: BenchmarkVersion, name: str) -> BenchmarkTask | None:
+    return (
+        BenchmarkTask.objects.filter(benchmark_version=benchmark_version, name=name)
+        .select_related("category", "benchmark_version")
+        .first()
+    )
+
+
+def task_attempts(*, benchmark_task: BenchmarkTask) -> list[tuple[LeaderboardEntry, list[Trial]]]:
+    """Every ranked agent's trials on one task. Two queries."""
+    entries = list(_entries(benchmark_task.benchmark_version, EntryFilters()))
+    by_sub: dict[int, list[Trial]] = defaultdict(list)
+    for t in Trial.objects.filter(
+        benchmark_task=benchmark_task, submission_id__in=[e.submission_id for e in entries]
+    ).order_by("attempt"):
+        by_sub[t.submission_id].append(t)
+    return [(e, by_sub.get(e.submission_id, [])) for e in entries]
+
+
+def task_catalogue(*, benchmark_version: BenchmarkVersion) -> list[BenchmarkTask]:
+    """Tasks with their category and solve counts over ranked agents. Two queries."""
+    tasks = list(benchmark_version.tasks.select_related("category").order_by("position", "name"))
+    totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for task_id, outcomes, successes in TaskCell.objects.filter(
+        entry__benchmark_version=benchmark_version
+    ).values_list("benchmark_task_id", "outcomes", "successes"):
+        totals[task_id][0] += successes
+        totals[task_id][1] += len(outcomes) - outcomes.count("I") - outcomes.count("-")
+    for t in tasks:
+        t.solved, t.scored = totals[t.pk]
+        t.solve_rate = t.solved / t.scored if t.scored else None
+    return tasks
+
+
+def trial_rows(
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+) -> Iterator[tuple]:
+    """(agent, task, category, attempt, outcome, success, cost, duration, output tokens) rows of
+    every ranked entry's submission, streamed from the database with a server-side cursor."""
+    sub_ids = list(_entries(benchmark_version, filters).values_list("submission_id", flat=True))
+    return (
+        Trial.objects.filter(submission_id__in=sub_ids)
+        .order_by("submission__agent__display_name", "benchmark_task__position", "attempt")
+        .values_list(
+            "submission__agent__display_name", "benchmark_task__name",
+            "benchmark_task__category__slug", "attempt", "outcome", "success", "cost_usd",
+            "duration_s", "output_tokens", "submission__is_reconstructed",
+            "submission__is_verified",
+        )
+        .iterator(chunk_size=2000)
+    )
+
+

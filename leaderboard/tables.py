@@ -1,0 +1,152 @@
+"""Tabular views of selector output, shared by the CSV downloads and the JSON API so both always
+carry the same columns and values. Rates are fractions in [0, 1]."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+
+from leaderboard import selectors
+from leaderboard.models import BenchmarkVersion
+
+
+RECONSTRUCTED = "reconstructed-from-published-aggregates"
+PROVENANCE_NOTE = (
+    "Rows whose provenance is 'reconstructed-from-published-aggregates' are the paper's agents: "
+    "their per-trial outcomes are reconstructed from published aggregates, not real runs."
+)
+
+
+def provenance(reconstructed: bool, verified: bool) -> str:
+    if reconstructed:
+        return RECONSTRUCTED
+    return "verified" if verified else "submitted"
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[str, ...]
+    rows: Iterable[tuple]
+
+    def dicts(self) -> Iterator[dict]:
+        for row in self.rows:
+            yield dict(zip(self.columns, row, strict=True))
+
+
+def _money(v: Decimal | None) -> float | None:
+    return float(v) if v is not None else None
+
+
+def _r(v: float | None, nd: int = 6) -> float | None:
+    return round(v, nd) if v is not None else None
+
+
+def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+    entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
+    return Table(
+        "leaderboard",
+        ("rank", "tie_group", "agent", "harness", "model", "provider", "success_rate", "ci_low",
+         "ci_high", "successes", "attempts", "infra_errors", "coverage", "cost_per_attempt_usd",
+         "cost_per_success_usd", "mean_duration_s", "mean_output_tokens", "pass_at_3",
+         "pass_hat_3", "verified", "reconstructed", "date", "provenance"),
+        [
+            (e.rank, e.tie_group, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
+             e.agent.model.provider, _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes,
+             e.attempts, e.infra_errors, _r(e.coverage), _money(e.cost_per_attempt_usd),
+             _money(e.cost_per_success_usd), _r(e.mean_duration_s, 1),
+             _r(e.mean_output_tokens, 1), _r(e.pass_at_k), _r(e.pass_hat_k), e.verified,
+             e.reconstructed, e.submitted_on.isoformat() if e.submitted_on else None,
+             provenance(e.reconstructed, e.verified))
+            for e in entries
+        ],
+    )
+
+
+def categories_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+    categories, entries = selectors.category_matrix(benchmark_version=bv, filters=filters)
+    rows = []
+    for e in entries:
+        for c in categories:
+            ce = e.category_results.get(c.slug)
+            if ce is None:
+                continue
+            rows.append((e.agent.display_name, c.slug, c.group, ce.successes, ce.attempts,
+                         _r(ce.success_rate), _r(ce.ci_low), _r(ce.ci_high),
+                         provenance(e.reconstructed, e.verified)))
+    return Table("categories", ("agent", "category", "group", "successes", "attempts",
+                                "success_rate", "ci_low", "ci_high", "provenance"), rows)
+
+
+def groups_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+    entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
+    rows = []
+    for e in entries:
+        for group, macro, pooled in (("imaging", e.imaging_macro, e.imaging_pooled),
+                                     ("text", e.text_macro, e.text_pooled)):
+            if macro is None:
+                continue
+            rows.append((e.agent.display_name, e.agent.harness.slug, group, _r(macro),
+                         _r(pooled), provenance(e.reconstructed, e.verified)))
+    return Table("groups", ("agent", "harness", "group", "macro_success_rate",
+                            "pooled_success_rate", "provenance"), rows)
+
+
+def harness_families_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+    aggs = selectors.harness_family_aggregates(benchmark_version=bv)
+    return Table(
+        "harness_families",
+        ("harness_family", "agents", "mean_success_rate", "pooled_success_rate",
+         "imaging_macro_success_rate", "text_macro_success_rate", "imaging_pooled_success_rate",
+         "text_pooled_success_rate"),
+        [(a.key, a.agents, _r(a.mean_success_rate), _r(a.pooled_success_rate),
+          _r(a.imaging_macro), _r(a.text_macro), _r(a.imaging_pooled), _r(a.text_pooled))
+         for a in aggs],
+    )
+
+
+def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+    rows = (
+        (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
+         provenance(reconstructed, verified))
+        for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens,
+        reconstructed, verified in selectors.trial_rows(benchmark_version=bv, filters=filters)
+    )
+    return Table("trials", ("agent", "task", "category", "attempt", "outcome", "success",
+                            "cost_usd", "duration_s", "output_tokens", "provenance"), rows)
+
+
+def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+    tasks, entries = selectors.task_matrix(benchmark_version=bv, filters=filters)
+    rows = []
+    for e in entries:
+        for t, cell in zip(tasks, e.cell_list, strict=True):
+            rows.append((e.agent.display_name, t.name, t.category.slug,
+                         cell.outcomes if cell else "", cell.successes if cell else 0,
+                         provenance(e.reconstructed, e.verified)))
+    return Table("task_matrix", ("agent", "task", "category", "outcomes", "successes",
+                                 "provenance"), rows)
+
+
+def tasks_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+    tasks = selectors.task_catalogue(benchmark_version=bv)
+    return Table(
+        "tasks",
+        ("task", "category", "group", "modality", "data_source", "access", "success_criterion",
+         "runnable_here", "solved_attempts", "scored_attempts", "solve_rate"),
+        [(t.name, t.category.slug, t.category.group, t.category.modality, t.category.data_source,
+          t.category.access, t.category.success_criterion, t.runnable_here, t.solved, t.scored,
+          _r(t.solve_rate)) for t in tasks],
+    )
+
+
+TABLES = {
+    "leaderboard": leaderboard_table,
+    "categories": categories_table,
+    "groups": groups_table,
+    "harness-families": harness_families_table,
+    "trials": trials_table,
+    "task-matrix": task_matrix_table,
+    "tasks": tasks_table,
+}

@@ -1,0 +1,61 @@
+"""Formatting filters for the leaderboard templates (no queries)."""
+
+from django import template
+from django.http import QueryDict
+
+register = template.Library()
+
+
+@register.filter
+def pct(value, digits: int = 1) -> str:
+    if value is None or value == "":
+        return "–"
+    return f"{float(value) * 100:.{int(digits)}f}%"
+
+
+@register.filter
+def usd(value) -> str:
+    return "–" if value is None else f"${float(value):.2f}"
+
+
+@register.filter
+def minutes(seconds) -> str:
+    return "–" if seconds is None else f"{float(seconds) / 60:.1f} min"
+
+
+@register.filter
+def ktokens(value) -> str:
+    return "–" if value is None else f"{float(value) / 1000:.1f}k"
+
+
+@register.filter
+def outcome_class(code: str) -> str:
+    return {"P": "pass", "F": "fail", "T": "timeout", "E": "error", "I": "infra", "-": "missing"}.get(
+        code, "missing")
+
+
+@register.filter
+def outcome_label(code: str) -> str:
+    return {"P": "passed", "F": "failed", "T": "timeout", "E": "agent error",
+            "I": "infrastructure error", "-": "missing"}.get(code, "missing")
+
+
+@register.simple_tag(takes_context=True)
+def sort_url(context, key: str) -> str:
+    """Query string that sorts by key (toggling the order when already sorted by it)."""
+    request = context["request"]
+    q: QueryDict = request.GET.copy()
+    current, order = q.get("sort", "rank"), q.get("order", "asc")
+    q["sort"] = key
+    if current == key:
+        q["order"] = "asc" if order == "desc" else "desc"
+    else:
+        q["order"] = "desc" if key == "success" else "asc"
+    return "?" + q.urlencode()
+
+
+@register.simple_tag(takes_context=True)
+def with_param(context, key: str, value: str) -> str:
+    q: QueryDict = context["request"].GET.copy()
+    q[key] = value
+    return "?" + q.urlencode()
