@@ -1,0 +1,38 @@
+import pytest
+
+from leaderboard.models import Group
+from tests.factories import (
+    AgentFactory,
+    BenchmarkTaskFactory,
+    BenchmarkVersionFactory,
+    CategoryFactory,
+    published_submission,
+)
+
+
+@pytest.fixture
+def small_benchmark(db):
+    """5 tasks: imaging category (i1, i2), text categories t1 (t1a, t1b) and t2 (t2a)."""
+    bv = BenchmarkVersionFactory(name="small", version="1.0")
+    img = CategoryFactory(benchmark_version=bv, slug="img", group=Group.IMAGING, position=0)
+    t1 = CategoryFactory(benchmark_version=bv, slug="txt-one", group=Group.TEXT, position=1)
+    t2 = CategoryFactory(benchmark_version=bv, slug="txt-two", group=Group.TEXT, position=2)
+    tasks = [
+        BenchmarkTaskFactory(category=img, name="img/case_01", position=1),
+        BenchmarkTaskFactory(category=img, name="img/case_02", position=2),
+        BenchmarkTaskFactory(category=t1, name="txt-one/case_01", position=3),
+        BenchmarkTaskFactory(category=t1, name="txt-one/case_02", position=4),
+        BenchmarkTaskFactory(category=t2, name="txt-two/case_01", position=5),
+    ]
+    return bv, tasks
+
+
+@pytest.fixture
+def two_agents(small_benchmark):
+    """Agent A: PPP FFF PPF FTE PPP (8/15). Agent B: PPI FFF FFF FFF FFF (2/14, one infra)."""
+    bv, tasks = small_benchmark
+    a = AgentFactory(display_name="Alpha (M1)", slug="alpha")
+    b = AgentFactory(display_name="Beta (M2)", slug="beta")
+    published_submission(a, tasks, ["PPP", "FFF", "PPF", "FTE", "PPP"])
+    published_submission(b, tasks, ["PPI", "FFF", "FFF", "FFF", "FFF"])
+    return bv, tasks, a, b

@@ -1,0 +1,133 @@
+"""leaderboard_recompute against a hand-checked two-agent data set (see conftest.two_agents)."""
+
+from decimal import Decimal
+
+import pytest
+
+from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry, TaskCell
+from leaderboard.services import leaderboard_recompute
+from submissions.models import SubmissionStatus
+from tests.factories import published_submission, AgentFactory
+
+
+def _entries(bv):
+    return {e.agent.slug: e for e in LeaderboardEntry.objects.filter(benchmark_version=bv)
+            .select_related("agent")}
+
+
+def test_it_pools_success_over_attempts_with_a_clustered_interval(two_agents):
+    bv, _tasks, _a, _b = two_agents
+    assert leaderboard_recompute(benchmark_version=bv) == 2
+    a = _entries(bv)["alpha"]
+    assert (a.successes, a.attempts, a.rank) == (8, 15, 1)
+    assert a.success_rate == pytest.approx(8 / 15)
+    # Clusters 3,0,2,0,3 of 3: design effect 3.08 clamped to 3 -> Wilson(8/15, n=5)
+    assert a.design_effect == 3.0
+    assert a.ci_low == pytest.approx(0.189689, abs=1e-6)
+    assert a.ci_high == pytest.approx(0.848013, abs=1e-6)
+
+
+def test_infrastructure_errors_leave_the_denominator_but_count_as_present(two_agents):
+    bv, *_ = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    b = _entries(bv)["beta"]
+    assert (b.successes, b.attempts, b.attempts_present, b.infra_errors) == (2, 14, 15, 1)
+    assert b.success_rate == pytest.approx(2 / 14)
+    assert b.coverage == 1.0
+    # cost mean over the 14 scored attempts of $1 each
+    assert b.cost_per_attempt_usd == Decimal("1.0000")
+    assert b.cost_per_success_usd == Decimal("7.0000")
+    assert b.rank == 2
+
+
+def test_timeouts_and_agent_errors_are_failures(two_agents):
+    bv, *_ = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    a = _entries(bv)["alpha"]
+    assert (a.timeouts, a.agent_errors) == (1, 1)
+    assert a.attempts == 15
+
+
+def test_macro_and_pooled_group_rates_differ_as_hand_computed(two_agents):
+    bv, *_ = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    a = _entries(bv)["alpha"]
+    assert a.imaging_macro == pytest.approx(0.5)
+    assert a.imaging_pooled == pytest.approx(0.5)
+    # text categories: txt-one 2/6, txt-two 3/3 -> macro (1/3 + 1)/2, pooled 5/9
+    assert a.text_macro == pytest.approx(2 / 3)
+    assert a.text_pooled == pytest.approx(5 / 9)
+
+
+def test_pass_at_k_and_pass_hat_k(two_agents):
+    bv, *_ = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    a = _entries(bv)["alpha"]
+    assert a.pass_at_k == pytest.approx(3 / 5)
+    assert a.pass_hat_k == pytest.approx(2 / 5)
+    assert a.cost_per_attempt_usd == Decimal("1.0000")
+    assert a.cost_per_success_usd == Decimal("1.8750")
+
+
+def test_category_entries_and_task_cells(two_agents):
+    bv, *_ = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    a = _entries(bv)["alpha"]
+    cats = {ce.category.slug: ce for ce in CategoryEntry.objects.filter(entry=a)
+            .select_related("category")}
+    assert (cats["img"].successes, cats["img"].attempts) == (3, 6)
+    assert (cats["txt-one"].successes, cats["txt-one"].attempts) == (2, 6)
+    assert (cats["txt-two"].successes, cats["txt-two"].attempts) == (3, 3)
+    cells = dict(TaskCell.objects.filter(entry=a).values_list("benchmark_task__name", "outcomes"))
+    assert cells == {"img/case_01": "PPP", "img/case_02": "FFF", "txt-one/case_01": "PPF",
+                     "txt-one/case_02": "FTE", "txt-two/case_01": "PPP"}
+
+
+def test_tie_group_uses_paired_test_over_tasks(two_agents):
+    # per-task rates A (1, 0, 2/3, 0, 1) vs B (1, 0, 0, 0, 0): paired t = 1.58, df 4, p = 0.189
+    bv, *_ = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    e = _entries(bv)
+    assert (e["alpha"].tie_group, e["beta"].tie_group) == (1, 1)
+
+
+def test_harness_family_aggregates_are_means_of_agents(two_agents):
+    bv, _tasks, a, b = two_agents
+    b.harness = a.harness
+    b.save()
+    leaderboard_recompute(benchmark_version=bv)
+    g = GroupAggregate.objects.get(benchmark_version=bv, key=a.harness.family)
+    assert g.agents == 2
+    assert g.mean_success_rate == pytest.approx((8 / 15 + 2 / 14) / 2)
+    assert g.pooled_success_rate == pytest.approx(10 / 29)
+    assert g.imaging_macro == pytest.approx((0.5 + 2 / 5) / 2)
+
+
+def test_only_the_latest_published_submission_of_an_agent_counts(two_agents):
+    bv, tasks, a, _b = two_agents
+    from datetime import UTC, datetime
+    published_submission(a, tasks, ["FFF"] * 5, published_at=datetime(2026, 8, 1, tzinfo=UTC))
+    published_submission(a, tasks, ["PPP"] * 5, status=SubmissionStatus.QUEUED,
+                         published_at=None)
+    leaderboard_recompute(benchmark_version=bv)
+    assert _entries(bv)["alpha"].successes == 0
+
+
+def test_recompute_is_idempotent(two_agents):
+    bv, *_ = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    first = list(LeaderboardEntry.objects.filter(benchmark_version=bv).order_by("rank").values(
+        "agent_id", "rank", "success_rate", "ci_low", "tie_group"))
+    leaderboard_recompute(benchmark_version=bv)
+    second = list(LeaderboardEntry.objects.filter(benchmark_version=bv).order_by("rank").values(
+        "agent_id", "rank", "success_rate", "ci_low", "tie_group"))
+    assert first == second
+    assert LeaderboardEntry.objects.filter(benchmark_version=bv).count() == 2
+
+
+def test_equal_rates_share_a_rank(small_benchmark):
+    bv, tasks = small_benchmark
+    for slug in ("x", "y"):
+        published_submission(AgentFactory(slug=slug), tasks, ["PFF"] * 5)
+    leaderboard_recompute(benchmark_version=bv)
+    assert sorted(e.rank for e in _entries(bv).values()) == [1, 1]
