@@ -1,0 +1,90 @@
+"""clinical-trial-matching: rank the trials a patient is eligible for.
+
+Submission: {"ranked_trials": ["<trial_id>", ...]}
+Answer:     {"eligible_trials": ["<trial_id>", ...], "all_trials": [...] (optional)}
+Passes when recall@50 == 1.0.
+
+Decisions:
+- Only the first 50 *distinct* ids count: a repeated id is skipped and does not use up a slot.
+  Ids after the 50th distinct one are ignored.
+- Ids are compared exactly (case-sensitive, surrounding spaces trimmed).
+- If the answer has "all_trials" (every trial of the corpus), a ranked id outside it is a
+  GradingInputError (unknown trial id). Without it, unknown ids simply do not match.
+- An answer with no eligible trials is a GradingInputError (recall would be undefined).
+"""
+
+from .base import GradeResult, GradingInputError, expect_list, expect_object, expect_str, load_json, ratio, short
+
+CATEGORY = "clinical-trial-matching"
+K = 50
+MAX_RANKED = 100_000
+
+
+def _ids(value, *, label, key):
+    ids = []
+    for index, item in enumerate(expect_list(value, label=label, where=f'"{key}"')):
+        ids.append(expect_str(item, label=label, where=f"{key}[{index}]").strip())
+    return ids
+
+
+def top_k_distinct(ranked, k=K):
+    seen, top = set(), []
+    for trial_id in ranked:
+        if trial_id in seen:
+            continue
+        seen.add(trial_id)
+        top.append(trial_id)
+        if len(top) == k:
+            break
+    return top
+
+
+def score(eligible, ranked, *, all_trials=None, label="submission"):
+    if all_trials is not None:
+        unknown = [t for t in dict.fromkeys(ranked) if t not in all_trials]
+        if unknown:
+            raise GradingInputError(
+                f"{label}: unknown trial id(s): {', '.join(short(t) for t in unknown[:5])}"
+                + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+            )
+    eligible = set(eligible)
+    top = set(top_k_distinct(ranked))
+    found = len(eligible & top)
+    distinct = len(set(ranked))
+    metrics = {
+        "recall_at_50": ratio(found, len(eligible)),
+        "eligible_in_top_50": found,
+        "eligible_trials": len(eligible),
+        "recall_all_ranked": ratio(len(eligible & set(ranked)), len(eligible)),
+        "ranked_distinct": distinct,
+        "duplicate_ids": len(ranked) - distinct,
+    }
+    return GradeResult(passed=found == len(eligible), metrics=metrics)
+
+
+def grade(answer_path, submission_path, **options):
+    answer_label, submission_label = str(answer_path), str(submission_path)
+    answer = expect_object(
+        load_json(answer_path, label=answer_label),
+        label=answer_label,
+        where="the answer",
+        required=("eligible_trials",),
+    )
+    eligible = _ids(answer["eligible_trials"], label=answer_label, key="eligible_trials")
+    if not eligible:
+        raise GradingInputError(f"{answer_label}: the answer has no eligible trials (recall undefined)")
+    all_trials = None
+    if "all_trials" in answer:
+        all_trials = set(_ids(answer["all_trials"], label=answer_label, key="all_trials"))
+        if not set(eligible) <= all_trials:
+            raise GradingInputError(f'{answer_label}: eligible trials missing from "all_trials"')
+    submission = expect_object(
+        load_json(submission_path, label=submission_label),
+        label=submission_label,
+        where="the submission",
+        required=("ranked_trials",),
+    )
+    ranked = _ids(submission["ranked_trials"], label=submission_label, key="ranked_trials")
+    if len(ranked) > MAX_RANKED:
+        raise GradingInputError(f"{submission_label}: more than {MAX_RANKED} ranked trials")
+    return score(eligible, ranked, all_trials=all_trials, label=submission_label)

@@ -1,0 +1,102 @@
+"""pathology-tumor-region: select the tumour tiles of a whole-slide image on a fixed grid.
+
+Submission: {"tumor_tiles": [[row, col], ...]}
+Answer:     {"grid": {"rows": R, "cols": C}, "tumor_tiles": [[row, col], ...]}
+Passes when the tile-level F1 >= 0.9.
+
+Decisions:
+- F1 = 2*tp / (2*tp + fp + fn), compared with 9/10 in exact integer arithmetic
+  (20*tp >= 9*(2*tp + fp + fn)), so F1 exactly 0.9 passes with no float rounding.
+- Both sets empty: F1 = 1 (pass). Precision/recall with a zero denominator are reported as 1.0
+  when both sets are empty and 0.0 otherwise.
+- Duplicate tiles count once (the sets are what is graded).
+- A tile must be a 2-element array of integers inside the grid (0 <= row < R, 0 <= col < C);
+  anything else, in either file, is a GradingInputError.
+"""
+
+from fractions import Fraction
+
+from .base import (
+    GradeResult,
+    GradingInputError,
+    expect_int,
+    expect_list,
+    expect_object,
+    load_json,
+    ratio,
+)
+
+CATEGORY = "pathology-tumor-region"
+F1_THRESHOLD = Fraction(9, 10)
+MAX_GRID_TILES = 10_000_000
+
+
+def f1_fraction(tp, fp, fn):
+    """Exact F1 as a Fraction; 1 when there is nothing to find and nothing was found."""
+    denominator = 2 * tp + fp + fn
+    if denominator == 0:
+        return Fraction(1)
+    return Fraction(2 * tp, denominator)
+
+
+def _tiles(value, *, label, where, rows, cols):
+    tiles = set()
+    for index, tile in enumerate(expect_list(value, label=label, where=where)):
+        item = f"{where}[{index}]"
+        if not isinstance(tile, list) or len(tile) != 2:
+            raise GradingInputError(f"{label}: {item} must be a [row, col] pair of integers")
+        row = expect_int(tile[0], label=label, where=f"{item} row")
+        col = expect_int(tile[1], label=label, where=f"{item} col")
+        if not (0 <= row < rows and 0 <= col < cols):
+            raise GradingInputError(
+                f"{label}: {item} = [{row}, {col}] is outside the {rows}x{cols} tile grid"
+            )
+        tiles.add((row, col))
+    return tiles
+
+
+def score(gold, predicted):
+    """Metrics and verdict for two sets of tiles."""
+    tp = len(gold & predicted)
+    fp = len(predicted - gold)
+    fn = len(gold - predicted)
+    f1 = f1_fraction(tp, fp, fn)
+    both_empty = not gold and not predicted
+    metrics = {
+        "f1": float(f1),
+        "precision": ratio(tp, tp + fp, empty=1.0 if both_empty else 0.0),
+        "recall": ratio(tp, tp + fn, empty=1.0 if both_empty else 0.0),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "answer_tiles": len(gold),
+        "submitted_tiles": len(predicted),
+    }
+    return GradeResult(passed=f1 >= F1_THRESHOLD, metrics=metrics)
+
+
+def grade(answer_path, submission_path, **options):
+    answer_label, submission_label = str(answer_path), str(submission_path)
+    answer = expect_object(
+        load_json(answer_path, label=answer_label),
+        label=answer_label,
+        where="the answer",
+        required=("grid", "tumor_tiles"),
+    )
+    grid = expect_object(answer["grid"], label=answer_label, where='"grid"', required=("rows", "cols"))
+    rows = expect_int(grid["rows"], label=answer_label, where='"grid.rows"', minimum=1)
+    cols = expect_int(grid["cols"], label=answer_label, where='"grid.cols"', minimum=1)
+    if rows * cols > MAX_GRID_TILES:
+        raise GradingInputError(f"{answer_label}: the grid has more than {MAX_GRID_TILES} tiles")
+    gold = _tiles(answer["tumor_tiles"], label=answer_label, where='"tumor_tiles"', rows=rows, cols=cols)
+
+    submission = expect_object(
+        load_json(submission_path, label=submission_label),
+        label=submission_label,
+        where="the submission",
+        required=("tumor_tiles",),
+    )
+    predicted = _tiles(
+        submission["tumor_tiles"], label=submission_label, where='"tumor_tiles"', rows=rows, cols=cols
+    )
+    return score(gold, predicted)
