@@ -137,7 +137,7 @@ def cost_scatter(entries: Sequence, axis: str) -> dict:
              "x": [p[0] for p in front], "y": [p[1] for p in front],
              "line": {"shape": "hv", "color": "#dc2626", "dash": "dot"}, "hoverinfo": "skip"},
         ],
-        "layout": {**_LAYOUT, "title": {"text": f"Success vs {label.lower()}"},
+        "layout": {**_LAYOUT, "title": {"text": f"Success vs {label[0].lower()}{label[1:]}"},
                    "xaxis": {"title": {"text": label}, "gridcolor": "#e5e7eb", "rangemode": "tozero"},
                    "yaxis": {**_AXIS_PCT, "title": {"text": "Success rate"}}, "height": 520},
     }

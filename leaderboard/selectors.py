@@ -232,3 +232,35 @@ def trial_rows(
     )
 
 
+
+
+@dataclass
+class SoftMetricSummary:
+    """Means and sums of one category's per-trial soft metrics for one agent."""
+
+    trials: int = 0
+    sums: dict[str, float] = field(default_factory=dict)
+    failure_sums: dict[str, float] = field(default_factory=dict)
+
+    def mean(self, metric: str) -> float | None:
+        return self.sums[metric] / self.trials if self.trials and metric in self.sums else None
+
+
+def soft_metric_summary(
+    *, benchmark_version: BenchmarkVersion, category_slug: str
+) -> dict[str, SoftMetricSummary]:
+    """Agent display name -> summary of soft metrics on one category's trials. Two queries."""
+    entries = list(_entries(benchmark_version, EntryFilters()))
+    names = {e.submission_id: e.agent.display_name for e in entries}
+    out: dict[str, SoftMetricSummary] = {}
+    for sub_id, metrics, success in Trial.objects.filter(
+        submission_id__in=list(names), benchmark_task__category__slug=category_slug
+    ).values_list("submission_id", "soft_metrics", "success").iterator(chunk_size=2000):
+        s = out.setdefault(names[sub_id], SoftMetricSummary())
+        s.trials += 1
+        for k, v in (metrics or {}).items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                s.sums[k] = s.sums.get(k, 0.0) + v
+                if not success:
+                    s.failure_sums[k] = s.failure_sums.get(k, 0.0) + v
+    return out

@@ -33,6 +33,7 @@ def _context(request: HttpRequest):
         "versions": selectors.benchmark_version_list(),
         "query": request.GET.urlencode(),
         "provenance_note": PROVENANCE_NOTE,
+        "choices": selectors.filter_choices(benchmark_version=bv),
     }
     return bv, filters, base
 
@@ -55,7 +56,6 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
     entries = _sorted(entries, sort, order == "desc")
     ctx.update({
         "entries": entries,
-        "choices": selectors.filter_choices(benchmark_version=bv),
         "sort": sort, "order": order,
         "chart": charts.leaderboard_bar(sorted(entries, key=lambda e: e.rank)),
         "any_reconstructed": any(e.reconstructed for e in entries),
