@@ -47,17 +47,19 @@ def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
     entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
     return Table(
         "leaderboard",
-        ("rank", "tie_group", "agent", "harness", "model", "provider", "success_rate", "ci_low",
-         "ci_high", "successes", "attempts", "infra_errors", "coverage", "cost_per_attempt_usd",
-         "cost_per_success_usd", "mean_duration_s", "mean_output_tokens", "pass_at_3",
-         "pass_hat_3", "verified", "reconstructed", "date", "provenance"),
+        # The first 13 columns are the published, fixed CSV interface; extras follow.
+        ("rank", "agent", "harness", "model", "success_rate", "ci_low", "ci_high", "successes",
+         "attempts", "cost_per_attempt_usd", "mean_duration_s", "mean_output_tokens", "verified",
+         "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
+         "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance"),
         [
-            (e.rank, e.tie_group, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
-             e.agent.model.provider, _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes,
-             e.attempts, e.infra_errors, _r(e.coverage), _money(e.cost_per_attempt_usd),
-             _money(e.cost_per_success_usd), _r(e.mean_duration_s, 1),
-             _r(e.mean_output_tokens, 1), _r(e.pass_at_k), _r(e.pass_hat_k), e.verified,
-             e.reconstructed, e.submitted_on.isoformat() if e.submitted_on else None,
+            (e.rank, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
+             _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes, e.attempts,
+             _money(e.cost_per_attempt_usd), _r(e.mean_duration_s, 1),
+             _r(e.mean_output_tokens, 1), e.verified, e.tie_group, e.agent.model.provider,
+             e.infra_errors, _r(e.coverage), _money(e.cost_per_success_usd), _r(e.pass_at_k),
+             _r(e.pass_hat_k), e.reconstructed,
+             e.submitted_on.isoformat() if e.submitted_on else None,
              provenance(e.reconstructed, e.verified))
             for e in entries
         ],

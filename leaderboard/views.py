@@ -16,8 +16,8 @@ SORTABLE = {
 }
 
 
-def _context(request: HttpRequest):
-    """Benchmark version and filters from the query string (kept in every link)."""
+def _params(request: HttpRequest):
+    """Benchmark version and filters from the query string (kept in every link). One query."""
     try:
         bv = selectors.benchmark_version_get(slug=request.GET.get("benchmark", ""))
     except selectors.UnknownBenchmark as exc:
@@ -27,6 +27,12 @@ def _context(request: HttpRequest):
         provider=request.GET.get("provider", ""),
         verified_only=request.GET.get("verified") in ("1", "true", "on"),
     )
+    return bv, filters
+
+
+def _context(request: HttpRequest):
+    """Parameters plus what every page's header needs: versions and filter choices."""
+    bv, filters = _params(request)
     base = {
         "bv": bv,
         "filters": filters,
@@ -176,7 +182,7 @@ def download_csv(request: HttpRequest, table: str) -> HttpResponse:
     builder = tables.TABLES.get(table)
     if builder is None:
         raise Http404("unknown table")
-    bv, filters, _ctx = _context(request)
+    bv, filters = _params(request)
     return csv_response(builder(bv, filters), f"{table}.csv")
 
 

@@ -1,4 +1,5 @@
 import pytest
+from django.core.management import call_command
 
 from leaderboard.models import Group
 from tests.factories import (
@@ -36,3 +37,34 @@ def two_agents(small_benchmark):
     published_submission(a, tasks, ["PPP", "FFF", "PPF", "FTE", "PPP"])
     published_submission(b, tasks, ["PPI", "FFF", "FFF", "FFF", "FFF"])
     return bv, tasks, a, b
+
+
+@pytest.fixture(scope="module")
+def demo_bv(django_db_setup, django_db_blocker):
+    """The paper's reconstructed data, loaded once per module and removed afterwards."""
+    from leaderboard import selectors
+
+    with django_db_blocker.unblock():
+        call_command("load_demo", verbosity=0)
+        yield selectors.benchmark_version_get(slug="healthagentbench@1.0")
+        _delete_everything()
+
+
+def _delete_everything():
+    from leaderboard.models import (
+        Agent,
+        AIModel,
+        BenchmarkTask,
+        BenchmarkVersion,
+        Category,
+        Harness,
+    )
+    from submissions.models import Submission
+
+    Submission.objects.all().delete()
+    BenchmarkTask.objects.all().delete()
+    Category.objects.all().delete()
+    BenchmarkVersion.objects.all().delete()
+    Agent.objects.all().delete()
+    AIModel.objects.all().delete()
+    Harness.objects.all().delete()

@@ -8,7 +8,6 @@ in NOT_IN_LEADERBOARD_DATA with the reason, and the test asserts the page text s
 from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
-from django.core.management import call_command
 
 from leaderboard import selectors
 from leaderboard.demo.reconstruct import load_paper
@@ -22,27 +21,9 @@ def pct(x: float) -> int:
     return int((Decimal(str(x)) * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
-@pytest.fixture(scope="module")
-def bv(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        call_command("load_demo", verbosity=0)
-        yield selectors.benchmark_version_get(slug=BENCH)
-        _delete_demo()
-
-
-def _delete_demo():
-    """Leave the database as other modules expect it: empty."""
-    from leaderboard.models import (Agent, AIModel, BenchmarkTask, BenchmarkVersion, Category,
-                                    Harness)
-    from submissions.models import Submission
-
-    Submission.objects.all().delete()
-    BenchmarkTask.objects.all().delete()
-    Category.objects.all().delete()
-    BenchmarkVersion.objects.all().delete()
-    Agent.objects.all().delete()
-    AIModel.objects.all().delete()
-    Harness.objects.all().delete()
+@pytest.fixture
+def bv(demo_bv):
+    return demo_bv
 
 
 @pytest.fixture

@@ -1,0 +1,72 @@
+"""Every list page, CSV and API reads a fixed number of queries: the same for 1 agent as for N
+(no N+1). Aggregates are precomputed, so the counts are small constants."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from leaderboard.services import leaderboard_recompute
+from tests.factories import AgentFactory, published_submission
+
+# Path -> expected queries. Common to every page: benchmark version lookup (1), version list for
+# the selector (1), filter choices (harnesses 1, providers 1) = 4; then the page's own reads.
+PAGES = {
+    "/": 4 + 1,                        # entries with agent/harness/model joined
+    "/categories/": 4 + 3,             # categories, entries, prefetched category entries
+    "/imaging-vs-text/": 4 + 2,        # entries, harness-family aggregates
+    "/harness-effect/": 4 + 3,         # same-model entries, version entries, families
+    "/cost/": 4 + 1,                   # entries
+    "/task-matrix/": 4 + 3,            # tasks, entries, prefetched cells
+    "/tasks/": 4 + 3,                  # tasks, categories, cell totals
+    "/leaderboard.csv": 1 + 1,         # version, entries
+    "/categories.csv": 1 + 3,          # version, categories, entries, category entries
+    "/groups.csv": 1 + 1,              # version, entries
+    "/harness-families.csv": 1 + 1,    # version, aggregates
+    "/trials.csv": 1 + 2,              # version, submission ids, streamed trials
+    "/task-matrix.csv": 1 + 3,         # version, tasks, entries, cells
+    "/tasks.csv": 1 + 2,               # version, tasks, cell totals
+    "/api/v1/leaderboard/": 1 + 1,
+    "/api/v1/categories/": 1 + 3,
+    "/api/v1/groups/": 1 + 1,
+    "/api/v1/harness-families/": 1 + 1,
+    "/api/v1/trials/": 1 + 2,
+    "/api/v1/benchmarks/": 1,
+}
+
+
+def _count(client, path: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(path + ("&" if "?" in path else "?") + "benchmark=small@1.0")
+        assert response.status_code == 200, path
+        if response.streaming:
+            b"".join(response.streaming_content)
+    return len(ctx.captured_queries)
+
+
+def _add_agents(bv, tasks, n: int) -> None:
+    for _ in range(n):
+        published_submission(AgentFactory(), tasks, ["PFT", "FFF", "PPP", "EFF", "PFP"])
+    leaderboard_recompute(benchmark_version=bv)
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_query_count_is_the_same_for_1_and_for_n_agents(path, client, small_benchmark):
+    bv, tasks = small_benchmark
+    _add_agents(bv, tasks, 1)
+    one = _count(client, path)
+    _add_agents(bv, tasks, 6)
+    many = _count(client, path)
+    assert one == many == PAGES[path], (path, one, many)
+
+
+def test_agent_and_task_pages_have_fixed_query_counts(client, small_benchmark):
+    bv, tasks = small_benchmark
+    _add_agents(bv, tasks, 1)
+    from leaderboard.models import LeaderboardEntry
+
+    slug = LeaderboardEntry.objects.first().agent.slug
+    counts = []
+    for n in (0, 6):
+        _add_agents(bv, tasks, n)
+        counts.append((_count(client, f"/agents/{slug}/"), _count(client, "/tasks/img/case_01/")))
+    assert counts[0] == counts[1]
