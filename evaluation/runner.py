@@ -1062,23 +1062,10 @@ class VerifierRun:
 
 
 def declared_outputs(task_dir: Path) -> list[str]:
-    """Container paths the agent must produce, from task.toml.
+    """Container paths the agent must produce (see evaluation.task_validation.declared_outputs)."""
+    from evaluation.task_validation import declared_outputs as from_spec
 
-    Harbor's top-level `artifacts` (strings or {source=...}), else `[metadata].submission_path`
-    or `[metadata].output_path`; default /workspace/submission.json.
-    """
-    spec = load_task_toml(task_dir)
-    paths: list[str] = []
-    for item in spec.get("artifacts") or []:
-        src = item.get("source") if isinstance(item, dict) else item
-        if src and str(src).startswith("/workspace"):
-            paths.append(str(src))
-    meta = spec.get("metadata") or {}
-    for key in ("submission_path", "output_path"):
-        val = meta.get(key)
-        if isinstance(val, str) and val and val not in paths:
-            paths.append(val)
-    return paths or ["/workspace/submission.json"]
+    return from_spec(load_task_toml(task_dir))
 
 
 def _copy_out(run: ContainerRun, paths: list[str], out_dir: Path) -> tuple[list[str], list[str]]:

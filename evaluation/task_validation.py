@@ -1,0 +1,463 @@
+"""Checks of a task package, with and without Docker (used by `manage.py validate_task`).
+
+    structural_checks(task_dir) -> list[Check]      # no Docker, no Django settings needed
+    docker_checks(task_dir, ...) -> list[Check]     # builds the image, oracle, nop, leak probe
+
+A Check is (name, ok, detail). Structural checks follow the Harbor task layout
+(../shared/docs/harbor-formats.md §1) plus HealthAgentBench's metadata rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import tomllib
+import uuid
+from pathlib import Path
+
+REQUIRED_METADATA = (
+    "category",
+    "group",
+    "modality",
+    "data_source",
+    "access",
+    "success_criterion",
+)
+ANSWER_NAME_PATTERNS = (
+    "answer*",
+    "*answers*",
+    "expected*",
+    "gold*",
+    "*ground_truth*",
+    "*groundtruth*",
+    "reward*",
+    "solution*",
+    "solve.sh",
+    "*labels_hidden*",
+)
+MIN_HASHED_BYTES = 32  # tiny files ("{}", "0\n") are too common to mean a leak
+JUDGE_CATEGORIES = frozenset({"xray-report-correction"})
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{'PASS' if self.ok else 'FAIL'}  {self.name}" + (f": {self.detail}" if self.detail else "")
+
+
+def load_toml(task_dir: Path) -> dict:
+    with open(Path(task_dir) / "task.toml", "rb") as fh:
+        return tomllib.load(fh)
+
+
+def declared_outputs(spec: dict) -> list[str]:
+    """Container paths the agent must write: Harbor `artifacts` under /workspace, else
+    `[metadata].submission_path` / `output_path`; default /workspace/submission.json."""
+    paths: list[str] = []
+    for item in spec.get("artifacts") or []:
+        src = item.get("source") if isinstance(item, dict) else item
+        if src and str(src).startswith("/workspace"):
+            paths.append(str(src))
+    meta = spec.get("metadata") or {}
+    for key in ("submission_path", "output_path"):
+        val = meta.get(key)
+        if isinstance(val, str) and val:
+            val = val.rstrip("/") or val
+            if val not in paths:
+                paths.append(val)
+    return [p.rstrip("/") or p for p in paths] or ["/workspace/submission.json"]
+
+
+def _files(root: Path):
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def answer_fingerprints(task_dir: Path) -> dict[str, tuple[int, str]]:
+    """{relative path under tests/: (size, sha256)} for the hidden files worth searching for."""
+    tests = Path(task_dir) / "tests"
+    out = {}
+    for f in _files(tests):
+        if f.is_symlink() or not f.is_file():
+            continue
+        size = f.stat().st_size
+        if size < MIN_HASHED_BYTES:
+            continue
+        out[f.relative_to(tests).as_posix()] = (size, sha256_file(f))
+    return out
+
+
+def _looks_like_answer(name: str) -> bool:
+    low = name.lower()
+    return any(fnmatch.fnmatch(low, pat) for pat in ANSWER_NAME_PATTERNS)
+
+
+def structural_checks(task_dir: Path, *, base_image: str | None = None) -> list[Check]:
+    """Checks that need neither Docker nor a database.
+
+    The package schema and layout rules live in `evaluation.task_specs.check_task_package`
+    (shared with `sync_tasks` and `new_task`); this adds the runner's own requirements
+    (synthetic = true, outputs under /workspace, no symlinks, no tests/ file copied into the
+    build context). Without task_specs, `basic_structural_checks` covers the essentials.
+    """
+    task_dir = Path(task_dir)
+    try:
+        from evaluation import task_specs
+    except ImportError:
+        return basic_structural_checks(task_dir, base_image=base_image)
+    problems = task_specs.check_task_package(task_dir)
+    checks = [
+        Check(
+            "Harbor package structure and metadata (task_specs)",
+            not problems,
+            "; ".join(problems),
+        )
+    ]
+    try:
+        spec = load_toml(task_dir)
+    except (OSError, tomllib.TOMLDecodeError):
+        return checks
+    meta = spec.get("metadata") or {}
+    checks.append(
+        Check(
+            "[metadata] synthetic = true",
+            meta.get("synthetic") is True,
+            "" if meta.get("synthetic") is True else f"synthetic = {meta.get('synthetic')!r}",
+        )
+    )
+    outputs = declared_outputs(spec)
+    bad_out = [p for p in outputs if not p.startswith("/workspace/") or ".." in p.split("/")]
+    checks.append(
+        Check(
+            "declared outputs are under /workspace",
+            not bad_out,
+            ", ".join(bad_out) if bad_out else ", ".join(outputs),
+        )
+    )
+    links = [f.relative_to(task_dir).as_posix() for f in _files(task_dir) if f.is_symlink()]
+    checks.append(Check("no symlinks in the package", not links, ", ".join(links[:10])))
+    env_dir = task_dir / "environment"
+    fps = {h: rel for rel, (_s, h) in answer_fingerprints(task_dir).items()}
+    copies = []
+    for f in _files(env_dir):
+        if f.is_file() and not f.is_symlink() and f.stat().st_size >= MIN_HASHED_BYTES:
+            digest = sha256_file(f)
+            if digest in fps:
+                copies.append(f"{f.relative_to(env_dir).as_posix()} == tests/{fps[digest]}")
+    checks.append(
+        Check("no copy of a tests/ file under environment/", not copies, "; ".join(copies[:10]))
+    )
+    return checks
+
+
+def basic_structural_checks(task_dir: Path, *, base_image: str | None = None) -> list[Check]:
+    """Stand-alone structural checks (used when evaluation.task_specs is unavailable)."""
+    task_dir = Path(task_dir)
+    checks: list[Check] = []
+
+    def add(name, ok, detail=""):
+        checks.append(Check(name, bool(ok), detail))
+
+    if not task_dir.is_dir():
+        add("task directory exists", False, f"{task_dir} is not a directory")
+        return checks
+    # task.toml
+    try:
+        spec = load_toml(task_dir)
+        add("task.toml parses", True)
+    except FileNotFoundError:
+        add("task.toml parses", False, "task.toml is missing")
+        spec = None
+    except tomllib.TOMLDecodeError as exc:
+        add("task.toml parses", False, f"invalid TOML: {exc}")
+        spec = None
+    if spec is not None:
+        meta = spec.get("metadata")
+        if not isinstance(meta, dict):
+            add("[metadata] complete", False, "no [metadata] table")
+        else:
+            missing = [k for k in REQUIRED_METADATA if not str(meta.get(k) or "").strip()]
+            add("[metadata] complete", not missing, f"missing: {', '.join(missing)}" if missing else "")
+            add(
+                "[metadata] synthetic = true",
+                meta.get("synthetic") is True,
+                "" if meta.get("synthetic") is True else f"synthetic = {meta.get('synthetic')!r}",
+            )
+            cat = meta.get("category")
+            add(
+                "category matches directory",
+                cat == task_dir.parent.name,
+                f"[metadata].category = {cat!r}, directory = {task_dir.parent.name!r}",
+            )
+        env = spec.get("environment") or {}
+        bad = [
+            k
+            for k in ("cpus", "memory_mb", "storage_mb")
+            if k in env and not (isinstance(env[k], int | float) and env[k] > 0)
+        ]
+        add("[environment] limits are positive numbers", not bad, ", ".join(bad))
+        outputs = declared_outputs(spec)
+        bad_out = [p for p in outputs if not p.startswith("/workspace/") or ".." in p.split("/")]
+        add(
+            "declared outputs are under /workspace",
+            not bad_out,
+            ", ".join(bad_out) if bad_out else ", ".join(outputs),
+        )
+        instr = task_dir / "instruction.md"
+        if instr.is_file():
+            text = instr.read_text(errors="replace")
+            unnamed = [p for p in outputs if p not in text]
+            add(
+                "instruction.md names the output path",
+                not unnamed,
+                f"not mentioned: {', '.join(unnamed)}" if unnamed else "",
+            )
+        else:
+            add("instruction.md names the output path", False, "instruction.md is missing")
+    # Required files.
+    for rel in ("environment/Dockerfile", "tests/test.sh", "solution/solve.sh"):
+        add(f"{rel} exists", (task_dir / rel).is_file())
+    dockerfile = task_dir / "environment" / "Dockerfile"
+    if dockerfile.is_file() and base_image:
+        froms = re.findall(r"(?im)^\s*FROM\s+(\S+)", dockerfile.read_text(errors="replace"))
+        add(
+            "Dockerfile starts FROM the base image",
+            bool(froms) and froms[0] == base_image,
+            f"FROM {froms[0] if froms else '(none)'}; expected {base_image}",
+        )
+    test_sh = task_dir / "tests" / "test.sh"
+    if test_sh.is_file():
+        add(
+            "tests/test.sh writes /logs/verifier/reward",
+            "/logs/verifier" in test_sh.read_text(errors="replace")
+            or "--reward-file" in test_sh.read_text(errors="replace"),
+        )
+    # No answers in the agent's build context.
+    env_dir = task_dir / "environment"
+    named = [
+        f.relative_to(env_dir).as_posix()
+        for f in _files(env_dir)
+        if _looks_like_answer(f.name)
+    ]
+    add("no answer-like file names under environment/", not named, ", ".join(named[:10]))
+    links = [f.relative_to(task_dir).as_posix() for f in _files(task_dir) if f.is_symlink()]
+    add("no symlinks in the package", not links, ", ".join(links[:10]))
+    fps = {h: rel for rel, (_s, h) in answer_fingerprints(task_dir).items()}
+    copies = []
+    for f in _files(env_dir):
+        if f.is_file() and f.stat().st_size >= MIN_HASHED_BYTES and sha256_file(f) in fps:
+            copies.append(f"{f.relative_to(env_dir).as_posix()} == tests/{fps[sha256_file(f)]}")
+    add("no copy of a tests/ file under environment/", not copies, "; ".join(copies[:10]))
+    return checks
+
+
+# --------------------------------------------------------------------------------------------
+# Docker checks
+# --------------------------------------------------------------------------------------------
+LEAK_PROBE = r"""
+import fnmatch, hashlib, json, os, socket, sys
+want = json.loads(sys.argv[1])            # {sha256: size}
+patterns = json.loads(sys.argv[2])
+sizes = set(want.values())
+hits, named, unreadable = [], [], 0
+SKIP = {"/proc", "/sys", "/dev"}
+NAME_ROOTS = ("/workspace", "/logs", "/tmp", "/opt", "/home", "/root", "/srv", "/mnt", "/data",
+              "/tests", "/solution")
+for dirpath, dirnames, filenames in os.walk("/", onerror=lambda e: None):
+    dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in SKIP]
+    for name in filenames:
+        p = os.path.join(dirpath, name)
+        low = name.lower()
+        if any(fnmatch.fnmatch(low, pat) for pat in patterns) and p.startswith(NAME_ROOTS):
+            named.append(p)
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if not os.path.isfile(p) or os.path.islink(p) or st.st_size not in sizes:
+            continue
+        try:
+            h = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+        except OSError:
+            unreadable += 1
+            continue
+        if h.hexdigest() in want:
+            hits.append(p)
+env_hits = [k for k, v in os.environ.items() if any(x in v for x in ("answer", "/tests"))]
+net = {}
+for host, port in (("1.1.1.1", 53), ("169.254.169.254", 80), ("deb.debian.org", 80),
+                   ("172.17.0.1", 2375)):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        net[f"{host}:{port}"] = "REACHABLE"
+    except OSError as exc:
+        net[f"{host}:{port}"] = type(exc).__name__
+print(json.dumps({"hash_hits": hits, "named": named, "env": env_hits, "net": net,
+                  "unreadable_candidates": unreadable, "uid": os.getuid()}))
+"""
+
+
+def _judge_spec(task_dir: Path, category: str | None):
+    from django.conf import settings
+
+    from evaluation import runner
+
+    test_sh = (Path(task_dir) / "tests" / "test.sh").read_text(errors="replace")
+    if category not in JUDGE_CATEGORIES and "XRAY_JUDGE_URL" not in test_sh:
+        return None, None
+    script = Path(settings.BASE_DIR) / "tests" / "evaluation" / "judge_standin.py"
+    if not script.is_file():
+        return None, f"{script} is missing (the X-ray judge stand-in)"
+    return runner.JudgeSpec(script=script), None
+
+
+def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) -> list[Check]:
+    """Build the task image, run the oracle (must pass) and nop (must fail), probe for leaks."""
+    from evaluation import runner
+
+    task_dir = Path(task_dir).resolve()
+    checks: list[Check] = []
+
+    def add(name, ok, detail=""):
+        checks.append(Check(name, bool(ok), detail))
+        log(checks[-1].line())
+
+    spec = load_toml(task_dir)
+    category = (spec.get("metadata") or {}).get("category")
+    job = f"validate-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    work = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="hab-validate-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        t0 = time.time()
+        try:
+            tag, built = runner.build_task_image(task_dir)
+        except runner.ImageBuildError as exc:
+            add("task image builds (network none)", False, f"{exc}\n{exc.log_tail[-1500:]}")
+            return checks
+        add(
+            "task image builds (network none)",
+            True,
+            f"{tag} ({'built' if built else 'cached'} in {time.time() - t0:.1f} s, "
+            f"{runner.image_size(tag) / 1e6:.0f} MB)",
+        )
+        judge, judge_err = _judge_spec(task_dir, category)
+        if judge_err:
+            add("judge stand-in available", False, judge_err)
+            return checks
+
+        # Oracle: solution/ copied in, solve.sh run as the agent; graded in a fresh verifier.
+        t0 = time.time()
+        oracle = runner.run_agent(
+            task_dir,
+            job_id=job,
+            attempt=1,
+            purpose="oracle",
+            image=tag,
+            command="bash /solution/solve.sh",
+            copy_in={"/solution": task_dir / "solution"},
+            out_dir=work / "oracle",
+        )
+        detail = (
+            f"{oracle.result.reason or 'exit 0'}; collected {oracle.collected or 'nothing'}"
+            + (f"; missing {oracle.missing}" if oracle.missing else "")
+            + (f"; {oracle.output_error}" if oracle.output_error else "")
+        )
+        ok = oracle.result.ok and not oracle.missing and not oracle.output_error
+        if not ok:
+            detail += "\n" + oracle.result.text[-1500:]
+        add(f"oracle agent runs ({time.time() - t0:.1f} s)", ok, detail)
+        t0 = time.time()
+        v = runner.run_verifier(
+            task_dir, job_id=job, attempt=1, image=tag, artifacts_dir=work / "oracle", judge=judge
+        )
+        add(
+            f"oracle passes the verifier ({time.time() - t0:.1f} s)",
+            v.passed,
+            f"reward={v.reward} {json.dumps(v.rewards)[:300]}"
+            + (f"; {v.error}" if v.error else "")
+            + ("" if v.passed else "\n" + v.result.text[-1500:]),
+        )
+        # Nop: nothing runs; the verifier must fail it (reward 0, not an error).
+        nop = runner.run_agent(
+            task_dir, job_id=job, attempt=2, purpose="nop", image=tag, command=None,
+            out_dir=work / "nop",
+        )
+        v = runner.run_verifier(
+            task_dir, job_id=job, attempt=2, image=tag, artifacts_dir=work / "nop", judge=judge
+        )
+        add(
+            "nop agent fails the verifier",
+            v.reward is not None and v.reward < 1.0,
+            f"reward={v.reward}" + (f"; {v.error}" if v.error else "")
+            + (f"; nop outputs present: {nop.collected}" if nop.collected else ""),
+        )
+        # Leak probe from inside an agent container.
+        fps = answer_fingerprints(task_dir)
+        want = {h: size for (size, h) in fps.values()}
+        probe = runner.run_agent(
+            task_dir,
+            job_id=job,
+            attempt=3,
+            purpose="probe",
+            image=tag,
+            command=["python3", "-c", LEAK_PROBE, json.dumps(want), json.dumps(ANSWER_NAME_PATTERNS)],
+            out_dir=work / "probe",
+            outputs=["/workspace/.hab-none"],
+        )
+        try:
+            report = json.loads(probe.result.text.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            add("leak probe ran in the agent container", False, probe.result.text[-1500:])
+            return checks
+        add(
+            f"no answer file reachable from the agent ({len(want)} hidden file hashes searched)",
+            not report["hash_hits"] and not report["named"] and not report["env"],
+            "; ".join(
+                x
+                for x in (
+                    f"hash matches: {report['hash_hits'][:10]}" if report["hash_hits"] else "",
+                    f"answer-like names: {report['named'][:10]}" if report["named"] else "",
+                    f"env vars: {report['env']}" if report["env"] else "",
+                )
+                if x
+            ),
+        )
+        reachable = [k for k, v in report["net"].items() if v == "REACHABLE"]
+        add(
+            "network unreachable from the agent",
+            not reachable,
+            ", ".join(f"{k} {v}" for k, v in report["net"].items()),
+        )
+        add("agent runs as non-root", report["uid"] != 0, f"uid={report['uid']}")
+    except runner.InfrastructureError as exc:
+        add("Docker engine", False, f"infrastructure error: {exc}")
+    finally:
+        if not keep_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return checks
