@@ -1,0 +1,361 @@
+"""Task package manifest schema and Docker-free structural checks.
+
+A package is a Harbor task directory ``tasks/<category>/<task_id>/`` (house style R3):
+``task.toml`` (Harbor schema; HealthAgentBench facts in ``[metadata]``), ``instruction.md``,
+``README.md``, ``environment/Dockerfile`` + build context, ``tests/test.sh`` + the hidden
+answer, ``solution/solve.sh``. ``manage.py validate_task`` adds the Docker checks (oracle
+passes, nop fails, no answer reachable from the agent's container).
+
+Pure Python (tomllib + pydantic): no Django, no Docker, safe to import anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+BASE_IMAGE = "healthagentbench/base:bookworm"
+BENCHMARK_NAME = "healthagentbench-synthetic"
+BENCHMARK_VERSION = "1.0"
+TASK_ID_RE = re.compile(r"^[a-z0-9_]+$")
+MAX_PACKAGE_BYTES = 5 * 1024 * 1024
+# Excluded from digests and size: VCS and interpreter droppings (Harbor's publish defaults).
+IGNORED_NAMES = frozenset({".git", "__pycache__", ".DS_Store", ".pytest_cache"})
+IGNORED_SUFFIXES = (".pyc", ".swp", ".swo", "~")
+REQUIRED_FILES = (
+    "task.toml",
+    "instruction.md",
+    "README.md",
+    "environment/Dockerfile",
+    "tests/test.sh",
+    "solution/solve.sh",
+)
+# RUN lines that would need the network at build time (builds run with networking disabled).
+NETWORK_RUN_RE = re.compile(
+    r"\b(apt-get|apt|apk|yum|dnf|pip3?|uv|conda|mamba|npm|curl|wget|git\s+clone)\b"
+)
+# Names that smell of hidden answers; never allowed under environment/.
+ANSWER_NAME_RE = re.compile(r"(^|/)(answers?|gold|expected|solutions?|ground_truth)([._/-]|$)",
+                            re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class CategoryInfo:
+    name: str
+    group: Literal["imaging", "text"]
+    modality: str
+    paper_data: str  # the corpus the paper uses; synthetic packages are shaped like it
+    paper_access: str
+    success_criterion: str
+    submission_path: str
+
+
+# The seven categories of the paper (../shared/reference/healthagentbench-paper.yaml).
+CATEGORIES: dict[str, CategoryInfo] = {
+    "xray-report-correction": CategoryInfo(
+        "X-ray report correction", "imaging",
+        "chest X-ray images (longitudinal studies) + prior reports", "MIMIC-CXR",
+        "PhysioNet credentialed access",
+        "LLM judge (CheXprompt rubric) scores the corrected FINDINGS 5 times independently; "
+        "pass when at least 3 of 5 find zero clinically significant errors",
+        "/workspace/submission.json"),
+    "pathology-tumor-region": CategoryInfo(
+        "Pathology tumour region", "imaging", "H&E whole-slide images", "CAMELYON16", "public",
+        "select tumor tiles on a fixed grid; tile-level F1 >= 0.9",
+        "/workspace/submission.json"),
+    "ct-abnormality-classification": CategoryInfo(
+        "CT abnormality classification", "imaging", "3D chest CT volumes", "CT-RATE",
+        "accept the OpenRAIL license on Hugging Face",
+        "yes/no label for every listed abnormality; accuracy == 1.0 (all labels right)",
+        "/workspace/submission.json"),
+    "ehr-data-quality-audit": CategoryInfo(
+        "EHR data-quality audit", "text", "structured EHR, 8 tables",
+        "MIMIC-IV demo with rule-injected errors", "public (demo)",
+        "flag every erroneous row; recall == 1.0 and precision > 0.01",
+        "/workspace/submission.json"),
+    "ehr-format-conversion": CategoryInfo(
+        "EHR format conversion", "text", "structured EHR + a MEDS ETL code repository",
+        "MIMIC-IV demo", "public (demo)",
+        "customised MEDS ETL output matches the expected patient cohort exactly",
+        "/workspace/output/"),
+    "ehr-event-modeling": CategoryInfo(
+        "EHR event modelling", "text", "longitudinal EHR events", "EHRSHOT (Stanford STARR)",
+        "Redivis access request",
+        "risk scores for held-out patients; AUROC >= the baseline of count features + a "
+        "gradient-boosting model",
+        "/workspace/submission.json"),
+    "clinical-trial-matching": CategoryInfo(
+        "Clinical trial matching", "text", "free text (patient profiles, ~400 trial protocols)",
+        "TREC Clinical Trials 2021", "public",
+        "find every eligible trial; recall@50 == 1.0",
+        "/workspace/submission.json"),
+}
+SYNTHETIC_ACCESS = "public (synthetic data generated in this repository)"
+
+
+class TaskPackageError(ValueError):
+    """The directory is not a loadable task package (missing or unparsable task.toml)."""
+
+
+class _Open(BaseModel):
+    # Harbor ignores unknown keys; so do we, except in [metadata] where we need ours.
+    model_config = ConfigDict(extra="allow")
+
+
+class TaskInfo(_Open):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
+    description: str = ""
+    keywords: list[str] = []
+
+
+class TaskMetadata(_Open):
+    category: str
+    group: Literal["imaging", "text"]
+    modality: str = Field(min_length=3)
+    data_source: str = Field(min_length=3)
+    access: str = Field(min_length=3)
+    success_criterion: str = Field(min_length=10)
+    submission_path: str = Field(pattern=r"^/")
+    synthetic: bool
+    task_id: str = Field(pattern=TASK_ID_RE.pattern)
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, value: str) -> str:
+        if value not in CATEGORIES:
+            raise ValueError(f"unknown category {value!r}; expected one of {sorted(CATEGORIES)}")
+        return value
+
+
+class AgentLimits(_Open):
+    timeout_sec: float = Field(gt=0, le=4 * 3600)
+
+
+class VerifierLimits(_Open):
+    timeout_sec: float = Field(gt=0, le=3600)
+    env: dict[str, str] = {}
+
+
+class EnvironmentLimits(_Open):
+    build_timeout_sec: float = Field(default=600.0, gt=0, le=3600)
+    docker_image: str | None = None
+    cpus: int = Field(ge=1, le=4)
+    memory_mb: int = Field(ge=256, le=16384)
+    storage_mb: int = Field(ge=256, le=10240)
+    gpus: int = Field(default=0, ge=0, le=0)
+    network_mode: Literal["no-network", "public", "allowlist"] | None = None
+    allow_internet: bool | None = None
+
+
+class TaskManifest(_Open):
+    """task.toml as both Harbor generations read it (``version`` or ``schema_version``)."""
+
+    schema_version: str | None = None
+    version: str | None = None
+    task: TaskInfo
+    metadata: TaskMetadata
+    agent: AgentLimits
+    verifier: VerifierLimits
+    environment: EnvironmentLimits
+
+    @property
+    def network_disabled(self) -> bool:
+        env = self.environment
+        if env.network_mode is not None:
+            return env.network_mode == "no-network"
+        return env.allow_internet is False
+
+
+@dataclass(frozen=True)
+class TaskPackage:
+    root: Path
+    manifest: TaskManifest
+    files: tuple[str, ...]  # sorted POSIX paths relative to root
+    size_bytes: int
+    content_digest: str  # sha256 hex, see package_digest()
+
+    @property
+    def category(self) -> str:
+        return self.manifest.metadata.category
+
+    @property
+    def task_id(self) -> str:
+        return self.manifest.metadata.task_id
+
+    @property
+    def name(self) -> str:
+        """Catalogue name, as BenchmarkTask.name stores it: ``<category>/<task_id>``."""
+        return f"{self.category}/{self.task_id}"
+
+
+def iter_package_files(root: Path) -> Iterator[Path]:
+    """Every regular file of the package, skipping VCS/cache droppings, in sorted order."""
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part in IGNORED_NAMES for part in rel.parts) or path.name.endswith(IGNORED_SUFFIXES):
+            continue
+        if path.is_file():
+            yield path
+
+
+def package_digest(root: Path) -> str:
+    """sha256 over sorted ``<relpath>\\0<sha256(bytes)>\\n`` lines (Harbor's packager scheme)."""
+    outer = hashlib.sha256()
+    for path in iter_package_files(root):
+        rel = path.relative_to(root).as_posix()
+        outer.update(f"{rel}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    return outer.hexdigest()
+
+
+def read_manifest(root: Path) -> TaskManifest:
+    toml_path = Path(root) / "task.toml"
+    if not toml_path.is_file():
+        raise TaskPackageError(f"{toml_path}: missing")
+    try:
+        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TaskPackageError(f"{toml_path}: not valid TOML ({exc})") from None
+    try:
+        return TaskManifest.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise TaskPackageError(f"{toml_path}: {problems}") from None
+
+
+def load_task_package(path: Path | str) -> TaskPackage:
+    """Parse and fingerprint one package; raises TaskPackageError if task.toml is unusable."""
+    root = Path(path).resolve()
+    manifest = read_manifest(root)
+    files = tuple(p.relative_to(root).as_posix() for p in iter_package_files(root))
+    size = sum((root / f).stat().st_size for f in files)
+    return TaskPackage(root, manifest, files, size, package_digest(root))
+
+
+def discover_task_packages(tasks_dir: Path | str) -> list[Path]:
+    """Package directories under ``tasks_dir`` (``<category>/<task_id>/task.toml``), sorted."""
+    return sorted(p.parent for p in Path(tasks_dir).glob("*/*/task.toml"))
+
+
+def check_task_package(path: Path | str) -> list[str]:
+    """Structural problems of a package (empty list = fine). No Docker, no network."""
+    root = Path(path).resolve()
+    problems = [f"missing {rel}" for rel in REQUIRED_FILES if not (root / rel).is_file()]
+    try:
+        package = load_task_package(root)
+    except TaskPackageError as exc:
+        return [*problems, str(exc)]
+    problems += _check_identity(root, package.manifest)
+    problems += _check_instruction(root, package.manifest)
+    problems += _check_no_answers_in_environment(root)
+    problems += _check_dockerfile(root)
+    problems += _check_test_script(root)
+    if not package.manifest.network_disabled:
+        problems.append("task.toml: [environment] must disable the network "
+                        '(network_mode = "no-network" / allow_internet = false)')
+    if package.size_bytes > MAX_PACKAGE_BYTES:
+        problems.append(f"package is {package.size_bytes} bytes; the cap is {MAX_PACKAGE_BYTES}")
+    if package.manifest.metadata.synthetic and "SYNTHETIC" not in _read(root / "README.md"):
+        problems.append("README.md: a synthetic package must say SYNTHETIC")
+    return problems
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _check_identity(root: Path, manifest: TaskManifest) -> list[str]:
+    meta, problems = manifest.metadata, []
+    if manifest.schema_version is None and manifest.version is None:
+        problems.append('task.toml: set schema_version (or legacy version = "1.0")')
+    if root.name != meta.task_id or not TASK_ID_RE.match(root.name):
+        problems.append(f"directory name {root.name!r} must equal metadata.task_id "
+                        f"{meta.task_id!r} and match {TASK_ID_RE.pattern}")
+    if root.parent.name != meta.category:
+        problems.append(f"package must live under tasks/{meta.category}/ "
+                        f"(found under {root.parent.name}/)")
+    if not manifest.task.name.endswith(f"/{meta.category}-{meta.task_id}"):
+        problems.append(f"[task].name must end with /{meta.category}-{meta.task_id}")
+    expected_group = CATEGORIES[meta.category].group
+    if meta.group != expected_group:
+        problems.append(f"metadata.group is {meta.group!r}; {meta.category} is {expected_group!r}")
+    if meta.synthetic and "synthetic" not in meta.data_source.lower():
+        problems.append("metadata.data_source must say 'synthetic' for a synthetic package")
+    return problems
+
+
+def _check_instruction(root: Path, manifest: TaskManifest) -> list[str]:
+    text = _read(root / "instruction.md")
+    target = manifest.metadata.submission_path
+    if text and target.rstrip("/") not in text:
+        return [f"instruction.md must name the output path {target}"]
+    return []
+
+
+def _check_no_answers_in_environment(root: Path) -> list[str]:
+    env, problems = root / "environment", []
+    hidden = {}
+    for sub in ("tests", "solution"):
+        for path in iter_package_files(root / sub) if (root / sub).is_dir() else ():
+            data = path.read_bytes()
+            if len(data) >= 16:  # ignore trivially small files (empty JSON, newlines)
+                hidden[hashlib.sha256(data).hexdigest()] = path.relative_to(root).as_posix()
+    for path in iter_package_files(env) if env.is_dir() else ():
+        rel = path.relative_to(root).as_posix()
+        if ANSWER_NAME_RE.search(path.relative_to(env).as_posix()):
+            problems.append(f"{rel}: answer-like file name under environment/")
+        twin = hidden.get(hashlib.sha256(path.read_bytes()).hexdigest())
+        if twin:
+            problems.append(f"{rel}: identical to {twin} (answers must stay out of environment/)")
+    return problems
+
+
+def _dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with line continuations joined and comments dropped."""
+    joined = re.sub(r"\\\s*\n", " ", text)
+    out = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def _check_dockerfile(root: Path) -> list[str]:
+    text = _read(root / "environment" / "Dockerfile")
+    if not text:
+        return []
+    steps, problems = _dockerfile_instructions(text), []
+    froms = [args.split()[0] for word, args in steps if word == "FROM" and args]
+    if not froms or any(image != BASE_IMAGE for image in froms):
+        problems.append(f"Dockerfile must build FROM {BASE_IMAGE} only (found {froms})")
+    for word, args in steps:
+        if word == "RUN" and NETWORK_RUN_RE.search(args):
+            problems.append(f"Dockerfile RUN needs the network (builds are offline): {args[:80]}")
+        if word in {"COPY", "ADD"}:
+            sources = [a for a in args.split()[:-1] if not a.startswith("--")]
+            for src in sources:
+                if "://" in src or src.startswith(("..", "/")) or re.match(
+                        r"^(tests|solution)(/|$)", src):
+                    problems.append(f"Dockerfile {word} source {src!r} is outside the build "
+                                    "context or remote")
+    return problems
+
+
+def _check_test_script(root: Path) -> list[str]:
+    text = _read(root / "tests" / "test.sh")
+    if text and "/logs/verifier/reward" not in text:
+        return ["tests/test.sh must write /logs/verifier/reward.json (or reward.txt)"]
+    return []

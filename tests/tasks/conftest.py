@@ -1,0 +1,18 @@
+"""Task-package tests need no Docker and no database: they run with `-p no:django`
+(manage.py validate_task covers the Docker side)."""
+
+import sys
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+for path in (_HERE, _HERE.parents[1]):  # task_package_paths, and the repo for `evaluation`
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import pytest  # noqa: E402
+from task_package_paths import SYNTHETIC  # noqa: E402
+
+
+@pytest.fixture(params=sorted(SYNTHETIC), ids=str)
+def category(request) -> str:
+    return request.param

@@ -1,0 +1,145 @@
+"""Every package under tasks/ passes the structural checks; the checks catch what they claim."""
+
+import os
+import shutil
+import tomllib
+
+import pytest
+from task_package_paths import PACKAGES, SYNTHETIC, TASKS_DIR, package_id
+
+from evaluation.management.commands.new_task import scaffold_package
+from evaluation.task_specs import (
+    BASE_IMAGE,
+    CATEGORIES,
+    check_task_package,
+    load_task_package,
+    package_digest,
+)
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=package_id)
+def test_it_finds_no_structural_problems(package):
+    assert check_task_package(package) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=package_id)
+def test_scripts_are_executable_and_packages_are_small(package):
+    for rel in ("tests/test.sh", "solution/solve.sh"):
+        assert os.access(package / rel, os.X_OK), rel
+    assert load_task_package(package).size_bytes < 1024 * 1024
+
+
+def test_every_category_has_a_runnable_synthetic_package():
+    for category, path in SYNTHETIC.items():
+        manifest = load_task_package(path).manifest
+        assert manifest.metadata.category == category
+        assert manifest.metadata.synthetic is True
+        assert manifest.task.name == f"healthagentbench-synthetic/{category}-synthetic_01"
+        assert manifest.network_disabled
+
+
+def test_manifests_read_as_harbor_legacy_and_current_schema():
+    # Harbor 0.1.x ignores [task]/schema_version and reads these with its defaults; 0.2x reads
+    # schema_version. Both need these tables with numeric timeouts and limits.
+    for path in SYNTHETIC.values():
+        data = tomllib.loads((path / "task.toml").read_text())
+        assert data["schema_version"] == "1.1"
+        assert isinstance(data["agent"]["timeout_sec"], float)
+        assert isinstance(data["verifier"]["timeout_sec"], float)
+        assert {"cpus", "memory_mb", "storage_mb"} <= set(data["environment"])
+
+
+def test_digest_is_stable_and_sees_every_byte(tmp_path):
+    src = SYNTHETIC["ct-abnormality-classification"]
+    copy = tmp_path / "tasks" / src.parent.name / src.name
+    shutil.copytree(src, copy)
+    assert package_digest(copy) == load_task_package(src).content_digest
+    (copy / "__pycache__").mkdir()
+    (copy / "__pycache__" / "x.pyc").write_bytes(b"ignored")
+    assert package_digest(copy) == package_digest(src)
+    (copy / "README.md").write_text((copy / "README.md").read_text() + "\n")
+    assert package_digest(copy) != package_digest(src)
+
+
+@pytest.fixture
+def broken(tmp_path):
+    """A writable copy of a good package, placed as tasks/<category>/<task_id>."""
+    src = SYNTHETIC["pathology-tumor-region"]
+    dst = tmp_path / "tasks" / src.parent.name / src.name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _problems(path) -> str:
+    return "\n".join(check_task_package(path))
+
+
+def test_it_rejects_an_answer_copied_into_the_environment(broken):
+    shutil.copy(broken / "tests" / "answer.json", broken / "environment" / "data" / "hint.json")
+    assert "identical to tests/answer.json" in _problems(broken)
+    (broken / "environment" / "data" / "hint.json").unlink()
+    (broken / "environment" / "data" / "gold.json").write_text("{}")
+    assert "answer-like file name" in _problems(broken)
+
+
+def test_it_rejects_network_builds_and_foreign_base_images(broken):
+    dockerfile = broken / "environment" / "Dockerfile"
+    dockerfile.write_text("FROM python:3.12\nRUN pip install \\\n  numpy\nCOPY ../tests /t\n")
+    problems = _problems(broken)
+    assert f"FROM {BASE_IMAGE}" in problems
+    assert "RUN needs the network" in problems
+    assert "outside the build context" in problems
+
+
+def test_it_requires_the_output_path_in_the_instruction(broken):
+    (broken / "instruction.md").write_text("Find the tumour.\n")
+    assert "must name the output path /workspace/submission.json" in _problems(broken)
+
+
+def test_it_rejects_bad_metadata_and_enabled_network(broken):
+    toml = broken / "task.toml"
+    text = toml.read_text().replace('network_mode = "no-network"\nallow_internet = false',
+                                    'allow_internet = true')
+    toml.write_text(text.replace('group = "imaging"', 'group = "text"'))
+    problems = _problems(broken)
+    assert "must disable the network" in problems
+    assert "is 'imaging'" in problems
+    toml.write_text(text.replace('category = "pathology-tumor-region"', 'category = "radiology"'))
+    assert "unknown category" in _problems(broken)
+    toml.write_text(text.replace('success_criterion = ', 'criterion = '))
+    assert "metadata.success_criterion" in _problems(broken)
+
+
+def test_it_reports_missing_files(tmp_path):
+    empty = tmp_path / "tasks" / "ct-abnormality-classification" / "case_99"
+    empty.mkdir(parents=True)
+    problems = _problems(empty)
+    for rel in ("task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh"):
+        assert f"missing {rel}" in problems
+
+
+@pytest.mark.parametrize("category", sorted(CATEGORIES))
+def test_new_task_scaffold_is_structurally_valid(tmp_path, category):
+    root = scaffold_package(tmp_path, category, "case_07", synthetic=False)
+    assert check_task_package(root) == []
+    assert load_task_package(root).manifest.metadata.data_source == CATEGORIES[category].paper_data
+
+
+def test_new_task_refuses_to_overwrite_or_take_bad_names(tmp_path):
+    from django.core.management.base import CommandError
+
+    scaffold_package(tmp_path, "clinical-trial-matching", "case_01", synthetic=True)
+    with pytest.raises(CommandError, match="refusing to overwrite"):
+        scaffold_package(tmp_path, "clinical-trial-matching", "case_01", synthetic=True)
+    for bad in ("Case-1", "../x", "a b", ""):
+        with pytest.raises(CommandError, match="must match"):
+            scaffold_package(tmp_path, "clinical-trial-matching", bad, synthetic=False)
+    with pytest.raises(CommandError, match="unknown category"):
+        scaffold_package(tmp_path, "radiology", "case_01", synthetic=False)
+
+
+def test_tasks_dir_holds_only_packages():
+    # R2: tasks/ is data, never imported as Python.
+    assert not (TASKS_DIR / "__init__.py").exists()
+    for category_dir in TASKS_DIR.iterdir():
+        assert category_dir.name in CATEGORIES, category_dir
