@@ -145,7 +145,8 @@ def show_task_matrix(request: HttpRequest) -> HttpResponse:
 def list_tasks(request: HttpRequest) -> HttpResponse:
     bv, _filters, ctx = _context(request)
     ctx.update({"tasks": selectors.task_catalogue(benchmark_version=bv),
-                "categories": selectors.categories_for(benchmark_version=bv)})
+                "categories": selectors.categories_for(benchmark_version=bv),
+                "any_reconstructed": bv.is_reconstructed})
     return render(request, "leaderboard/tasks.html", ctx)
 
 
@@ -173,8 +174,7 @@ def show_agent(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def show_methods(request: HttpRequest) -> HttpResponse:
-    _bv, _filters, ctx = _context(request)
-    return render(request, "leaderboard/methods.html", ctx)
+    return render(request, "leaderboard/methods.html", {})
 
 
 @require_GET

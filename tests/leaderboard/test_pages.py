@@ -1,0 +1,101 @@
+"""Server-rendered pages: every page renders the demo, says the data are reconstructed, keeps
+filters in links, escapes what submitters control."""
+
+import pytest
+from django.core.management import call_command
+
+from leaderboard.models import LeaderboardEntry
+from leaderboard.services import leaderboard_recompute
+from submissions.models import Trial
+from tests.factories import AgentFactory, published_submission
+
+PAGES = ["/", "/categories/", "/imaging-vs-text/", "/harness-effect/", "/cost/", "/cost/?x=time",
+         "/cost/?x=tokens", "/task-matrix/", "/tasks/", "/tasks/ehr-format-conversion/case_01/",
+         "/agents/codex-gpt-5-5/"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_renders_and_says_rows_are_reconstructed(path, client, demo_bv):
+    response = client.get(path)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'data-testid="reconstructed-notice"' in body
+    assert "reconstructed from those published" in body
+    assert "Content-Security-Policy" in response.headers
+    assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+
+
+def test_leaderboard_page_lists_agents_with_interval_tie_group_and_badges(client, demo_bv):
+    body = client.get("/").content.decode()
+    assert body.index("Codex (GPT 5.5)") < body.index("Codex (GPT 5.4 Mini)")
+    assert "42.0%" in body and "68/162" in body
+    assert 'class="tie tie-1"' in body
+    assert "badge-recon" in body
+    assert '<script id="lb-chart" type="application/json">' in body
+
+
+def test_sorting_and_filters_stay_in_the_url(client, demo_bv):
+    body = client.get("/?sort=cost&order=asc&harness=codex").content.decode()
+    assert body.index("Codex (GPT 5.4 Mini)") < body.index("Codex (GPT 5.5)")
+    assert "Claude Code (Opus 4.8)" not in body.split("<tbody>")[1].split("</tbody>")[0]
+    # the sort links carry the current filters
+    assert "harness=codex" in body.split('href="?')[1]
+
+
+def test_task_matrix_shows_three_attempts_per_cell_and_pass_at_k(client, demo_bv):
+    body = client.get("/task-matrix/").content.decode()
+    assert body.count('title="attempt 3:') == 10 * 54
+    assert "pass@3" in body and "pass^3" in body
+
+
+def test_task_page_shows_catalogue_facts_and_every_agents_attempts(client, demo_bv):
+    body = client.get("/tasks/ehr-format-conversion/case_01/").content.decode()
+    for fact in ("MIMIC-IV demo", "public (demo)", "MEDS"):
+        assert fact in body
+    assert body.count("<tr><td>") >= 30  # 10 agents x 3 attempts
+
+
+def test_agent_page_shows_categories_and_tasks(client, demo_bv):
+    body = client.get("/agents/codex-gpt-5-5/").content.decode()
+    assert "Clinical-trial matching" in body and "clinical-trial-matching/case_09" in body
+
+
+def test_methods_page_explains_the_interval_and_ties(client, db):
+    body = client.get("/methods/").content.decode()
+    for phrase in ("task-clustered", "Wilson", "paired t-test", "macro", "pooled",
+                   "Infrastructure errors", "reconstructs"):
+        assert phrase in body
+
+
+def test_unknown_things_are_404(client, demo_bv):
+    assert client.get("/?benchmark=missing@1").status_code == 404
+    assert client.get("/agents/nobody/").status_code == 404
+    assert client.get("/tasks/xray-report-correction/case_99/").status_code == 404
+
+
+def test_empty_site_renders_without_data(client, db):
+    assert client.get("/").status_code == 404  # no benchmark registered yet
+    assert client.get("/healthz").status_code == 200
+
+
+def test_submitter_controlled_names_are_escaped(client, small_benchmark):
+    bv, tasks = small_benchmark
+    agent = AgentFactory(display_name='<img src=x onerror="alert(1)">', slug="xss")
+    published_submission(agent, tasks, ["PPP", "FFF", "PPF", "FFF", "PPP"])
+    leaderboard_recompute(benchmark_version=bv)
+    for path in ("/", "/categories/", "/imaging-vs-text/", "/cost/", "/task-matrix/",
+                 "/agents/xss/", "/tasks/img/case_01/"):
+        body = client.get(f"{path}?benchmark={bv.slug}").content.decode()
+        assert '<img src=x onerror="alert(1)">' not in body, path
+        assert "&lt;img src=x" in body or "\\u003Cimg" in body, path
+
+
+def test_load_demo_is_idempotent(db):
+    call_command("load_demo", verbosity=0)
+    before = (LeaderboardEntry.objects.count(), Trial.objects.count(),
+              list(Trial.objects.order_by("pk").values_list("pk", "updated_at")[:50]))
+    call_command("load_demo", verbosity=0)
+    after = (LeaderboardEntry.objects.count(), Trial.objects.count(),
+             list(Trial.objects.order_by("pk").values_list("pk", "updated_at")[:50]))
+    assert before == after
+    assert before[:2] == (10, 1620)
