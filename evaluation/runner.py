@@ -40,7 +40,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import tarfile
 import tempfile
 import threading
@@ -74,7 +73,9 @@ AGENT_UID = 1000
 POLL_S = 0.2
 MIN_RUNC = (1, 1, 12)  # CVE-2024-21626; Debian backports the fix into 1.1.5+ds1-1+deb12u1
 
-TRUNCATION_MARKER = "\n[... output truncated by the HealthAgentBench runner: {omitted} bytes omitted ...]\n"
+TRUNCATION_MARKER = (
+    "\n[... output truncated by the HealthAgentBench runner: {omitted} bytes omitted ...]\n"
+)
 
 REASON_OOM = "memory limit exceeded"
 REASON_TIMEOUT = "time limit exceeded"
@@ -168,7 +169,7 @@ def reset_client() -> None:
         if _client is not None:
             try:
                 _client.close()
-            except Exception:  # noqa: BLE001 - closing a dead client must not fail
+            except Exception:  # noqa: BLE001, S110 - closing a dead client must not fail
                 pass
         _client = None
 
@@ -359,7 +360,24 @@ def build_task_image(task_dir: Path, *, force: bool = False) -> tuple[str, bool]
         labels={LABEL_APP: APP_LABEL, TASK_DIGEST_LABEL: tag.rsplit(":", 1)[1]},
         timeout_s=timeout,
     )
+    _prune_old_tags(tag)
     return tag, True
+
+
+def _prune_old_tags(current: str) -> None:
+    """Untag older digests of the same task image (an image a container still uses stays)."""
+    docker = _docker()
+    repo = current.rsplit(":", 1)[0]
+    try:
+        for image in client().images.list(name=repo):
+            for old in image.tags:
+                if old != current and old.startswith(repo + ":"):
+                    try:
+                        client().images.remove(old, noprune=False)
+                    except docker.errors.APIError as exc:
+                        log.info("keeping %s: %s", old, exc)
+    except Exception as exc:  # noqa: BLE001 - pruning is housekeeping only
+        log.info("could not prune old tags of %s: %s", repo, exc)
 
 
 def image_size(tag: str) -> int:
@@ -556,7 +574,8 @@ class JudgeSpec:
     """An LLM-judge stand-in reachable only from the verifier, over an internal network."""
 
     script: Path  # host path of the stand-in server script (tests/evaluation/judge_standin.py)
-    args: tuple[str, ...] = ("--host", "0.0.0.0", "--rule", "injected-errors")
+    # 0.0.0.0 inside the judge container, which sits on an internal network only.
+    args: tuple[str, ...] = ("--host", "0.0.0.0", "--rule", "injected-errors")  # noqa: S104
     port: int = 8080
     url_path: str = ""  # appended to http://<judge container name>:<port>
 
@@ -599,7 +618,8 @@ class ContainerRun:
         self.attempt = int(attempt)
         self.limits = limits or Limits()
         self.user = user
-        self.env = {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+        # HOME on the container's private tmpfs (the root filesystem is read-only).
+        self.env = {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}  # noqa: S108
         if volumes is None:
             volumes = {"/workspace": self.limits.storage_mb}
         self.volumes = volumes
@@ -653,7 +673,7 @@ class ContainerRun:
                 )
                 self._volume_names[path] = vname
                 mounts.append(docker.types.Mount(target=path, source=vname, type="volume"))
-            tmpfs = {"/tmp": f"rw,nosuid,nodev,size={TMP_TMPFS_MB}m,mode=1777"}
+            tmpfs = {"/tmp": f"rw,nosuid,nodev,size={TMP_TMPFS_MB}m,mode=1777"}  # noqa: S108
             for p in ("/logs/agent", "/logs/verifier", "/logs/artifacts"):
                 if p not in self.volumes:
                     tmpfs[p] = (
@@ -793,7 +813,9 @@ class ContainerRun:
 
     def put_dir(self, host_dir: Path, container_dir: str, *, uid: int = 0, writable=False) -> None:
         """Copy a host directory's content to container_dir (which must be on a volume)."""
-        self._put_archive(container_dir, tar_from_dir(Path(host_dir), uid=uid, gid=uid, writable=writable))
+        self._put_archive(
+            container_dir, tar_from_dir(Path(host_dir), uid=uid, gid=uid, writable=writable)
+        )
 
     def put_path(self, host_path: Path, container_path: str, *, uid: int = 0) -> None:
         """Copy one host file or directory to exactly container_path (parent must exist)."""
@@ -813,7 +835,9 @@ class ContainerRun:
         if res.exit_code != 0:
             raise InfrastructureError(f"mkdir {container_dir} in {self.name}: {res.text[-500:]}")
 
-    def get_path(self, container_path: str, host_dir: Path, *, max_bytes: int | None = None) -> list[str]:
+    def get_path(
+        self, container_path: str, host_dir: Path, *, max_bytes: int | None = None
+    ) -> list[str]:
         """Copy container_path (file or directory) into host_dir; links and specials refused."""
         docker = _docker()
         max_bytes = max_bytes or self.limits.output_cap_bytes
@@ -879,8 +903,8 @@ class ContainerRun:
         collector.start()
         timed_out = False
         container_died = False
-        max_pids = 0
-        next_stats = 0.0
+        sampler = _PidsSampler(self, api)
+        sampler.start()
         try:
             while True:
                 with _infra(f"inspecting exec in {self.name}"):
@@ -888,9 +912,6 @@ class ContainerRun:
                 if not info.get("Running"):
                     break
                 now = time.time()
-                if now >= next_stats:
-                    max_pids = max(max_pids, self._pids_current(api))
-                    next_stats = now + 1.0
                 if now - started > timeout_s:
                     timed_out = True
                     self.kill()
@@ -901,7 +922,9 @@ class ContainerRun:
                 time.sleep(POLL_S)
             collector.join(timeout=10)
         finally:
+            sampler.stop()
             collector.close()
+        max_pids = sampler.max_pids
         duration = time.time() - started
         exit_code = None
         if not timed_out:
@@ -957,7 +980,11 @@ class ContainerRun:
             api = self.container.client.api
             exec_id = api.exec_create(
                 self.container.id,
-                ["sh", "-c", "cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null"],
+                [
+                    "sh",
+                    "-c",
+                    "cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null",
+                ],
                 user=self.user,
             )["Id"]
             out = api.exec_start(exec_id).decode("utf-8", "replace")
@@ -972,7 +999,8 @@ class ContainerRun:
         try:
             events = api.events(
                 since=since,
-                until=int(time.time()) + 1,
+                # Fractional "now": an integer in the future would make the engine wait for it.
+                until=f"{time.time():.9f}",
                 filters={"container": self.container.id, "event": "oom"},
                 decode=True,
             )
@@ -982,6 +1010,25 @@ class ContainerRun:
                 events.close()
         except Exception:  # noqa: BLE001
             return 0
+
+
+class _PidsSampler(threading.Thread):
+    """Samples the container's pids count about once a second (stats calls can take ~1 s)."""
+
+    def __init__(self, run: ContainerRun, api):
+        super().__init__(daemon=True)
+        self.run_ref, self.api = run, api
+        self.max_pids = 0
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set():
+            self.max_pids = max(self.max_pids, self.run_ref._pids_current(self.api))
+            self._halt.wait(1.0)
+
+    def stop(self):
+        self._halt.set()
+        self.join(timeout=5)
 
 
 class _OutputCollector(threading.Thread):
@@ -1013,7 +1060,7 @@ class _OutputCollector(threading.Thread):
     def close(self):
         try:
             self.stream.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110
             pass
 
     def output(self) -> bytes:
@@ -1169,7 +1216,8 @@ def _start_judge(c, spec: JudgeSpec, net_name: str, job_id, attempt) -> Containe
             "import socket,sys,time\n"
             "for _ in range(100):\n"
             "    try:\n"
-            f"        socket.create_connection(('127.0.0.1',{spec.port}),0.5).close(); sys.exit(0)\n"
+            f"        socket.create_connection(('127.0.0.1',{spec.port}),0.5).close()\n"
+            "        sys.exit(0)\n"
             "    except OSError: time.sleep(0.1)\n"
             "sys.exit(1)\n"
         )
@@ -1213,7 +1261,7 @@ def run_verifier(
                     for cont in old.attrs.get("Containers") or {}:
                         try:
                             old.disconnect(cont, force=True)
-                        except Exception:  # noqa: BLE001
+                        except Exception:  # noqa: BLE001, S110
                             pass
                     old.remove()
                 net = c.networks.create(
@@ -1232,7 +1280,11 @@ def run_verifier(
             attempt=attempt,
             limits=limits,
             user=verifier_user,
-            volumes={"/workspace": limits.storage_mb, "/tests": tests_mb, "/logs/verifier": LOGS_TMPFS_MB},
+            volumes={
+                "/workspace": limits.storage_mb,
+                "/tests": tests_mb,
+                "/logs/verifier": LOGS_TMPFS_MB,
+            },
             env=env,
             network=net.name if net is not None else None,
         ) as run:
@@ -1260,8 +1312,16 @@ def run_verifier(
                             rewards = {"reward": reward}
                         except ValueError as exc:
                             error = f"unparsable reward.txt: {exc}"
+                    elif result.exit_code == 0:
+                        # The task's test.sh writes a reward in every case except a grader
+                        # infrastructure error (exit 3: e.g. the X-ray judge is unreachable).
+                        raise InfrastructureError(
+                            "the verifier wrote no reward file: the grader reported an "
+                            "infrastructure error (e.g. the LLM judge is unreachable); retry. "
+                            + result.text[-500:]
+                        )
                     else:
-                        error = "no reward file written (/logs/verifier/reward.json)"
+                        error = f"no reward file written ({result.reason})"
             else:
                 error = result.reason
         return VerifierRun(result, reward, rewards, error)
@@ -1293,7 +1353,10 @@ def reap_stale(
 ) -> dict[str, list[str]]:
     """Remove labelled containers (then volumes, networks) created more than older_than ago.
 
-    `job` restricts the sweep to one job's label (tests; re-verification of one job).
+    A container that is still running inside its own lifetime (label
+    org.healthagentbench.expires, set from the run's timeout) is kept: it may belong to a live
+    worker running a long agent. `job` restricts the sweep to one job's label; the caller then
+    asserts that job's runs are dead (its worker was lost), so running ones go too.
     """
     if not isinstance(older_than, timedelta):
         older_than = timedelta(seconds=float(older_than))
@@ -1308,6 +1371,12 @@ def reap_stale(
         for cont in c.containers.list(all=True, filters=flt):
             created = _parse_docker_time(cont.attrs.get("Created", ""))
             if created is None or created > cutoff:
+                continue
+            try:
+                expires = float(cont.labels.get(LABEL_EXPIRES, "0"))
+            except ValueError:
+                expires = 0.0
+            if job is None and cont.status == "running" and expires > time.time():
                 continue
             try:
                 cont.remove(force=True, v=True)

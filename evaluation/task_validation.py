@@ -53,7 +53,9 @@ class Check:
     detail: str = ""
 
     def line(self) -> str:
-        return f"{'PASS' if self.ok else 'FAIL'}  {self.name}" + (f": {self.detail}" if self.detail else "")
+        return f"{'PASS' if self.ok else 'FAIL'}  {self.name}" + (
+            f": {self.detail}" if self.detail else ""
+        )
 
 
 def load_toml(task_dir: Path) -> dict:
@@ -200,7 +202,11 @@ def basic_structural_checks(task_dir: Path, *, base_image: str | None = None) ->
             add("[metadata] complete", False, "no [metadata] table")
         else:
             missing = [k for k in REQUIRED_METADATA if not str(meta.get(k) or "").strip()]
-            add("[metadata] complete", not missing, f"missing: {', '.join(missing)}" if missing else "")
+            add(
+                "[metadata] complete",
+                not missing,
+                f"missing: {', '.join(missing)}" if missing else "",
+            )
             add(
                 "[metadata] synthetic = true",
                 meta.get("synthetic") is True,
@@ -258,9 +264,7 @@ def basic_structural_checks(task_dir: Path, *, base_image: str | None = None) ->
     # No answers in the agent's build context.
     env_dir = task_dir / "environment"
     named = [
-        f.relative_to(env_dir).as_posix()
-        for f in _files(env_dir)
-        if _looks_like_answer(f.name)
+        f.relative_to(env_dir).as_posix() for f in _files(env_dir) if _looks_like_answer(f.name)
     ]
     add("no answer-like file names under environment/", not named, ", ".join(named[:10]))
     links = [f.relative_to(task_dir).as_posix() for f in _files(task_dir) if f.is_symlink()]
@@ -405,7 +409,12 @@ def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) ->
         )
         # Nop: nothing runs; the verifier must fail it (reward 0, not an error).
         nop = runner.run_agent(
-            task_dir, job_id=job, attempt=2, purpose="nop", image=tag, command=None,
+            task_dir,
+            job_id=job,
+            attempt=2,
+            purpose="nop",
+            image=tag,
+            command=None,
             out_dir=work / "nop",
         )
         v = runner.run_verifier(
@@ -414,7 +423,8 @@ def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) ->
         add(
             "nop agent fails the verifier",
             v.reward is not None and v.reward < 1.0,
-            f"reward={v.reward}" + (f"; {v.error}" if v.error else "")
+            f"reward={v.reward}"
+            + (f"; {v.error}" if v.error else "")
             + (f"; nop outputs present: {nop.collected}" if nop.collected else ""),
         )
         # Leak probe from inside an agent container.
@@ -426,7 +436,13 @@ def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) ->
             attempt=3,
             purpose="probe",
             image=tag,
-            command=["python3", "-c", LEAK_PROBE, json.dumps(want), json.dumps(ANSWER_NAME_PATTERNS)],
+            command=[
+                "python3",
+                "-c",
+                LEAK_PROBE,
+                json.dumps(want),
+                json.dumps(ANSWER_NAME_PATTERNS),
+            ],
             out_dir=work / "probe",
             outputs=["/workspace/.hab-none"],
         )

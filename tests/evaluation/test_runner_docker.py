@@ -131,7 +131,9 @@ def test_log_flood_truncated_with_marker_and_bounded_memory(base_image):
     cap = 1 << 20
     flood = 512 << 20
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
-    res = _run(base_image, f"head -c {flood} /dev/zero | tr '\\0' x", timeout_s=120, log_cap_bytes=cap)
+    res = _run(
+        base_image, f"head -c {flood} /dev/zero | tr '\\0' x", timeout_s=120, log_cap_bytes=cap
+    )
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert res.exit_code == 0, res.reason
     assert res.truncated
@@ -215,7 +217,9 @@ def _mini_task(root: Path) -> Path:
         "FROM healthagentbench/base:bookworm\nCOPY --chown=1000:1000 data/ /workspace/data/\n"
     )
     (task / "environment" / "data" / "question.txt").write_text("what is 6 * 7?\n")
-    (task / "tests" / "answer.json").write_text('{"value": 42, "secret": "' + uuid.uuid4().hex + '"}')
+    (task / "tests" / "answer.json").write_text(
+        '{"value": 42, "secret": "' + uuid.uuid4().hex + '"}'
+    )
     (task / "tests" / "test.sh").write_text(
         textwrap.dedent(
             """\
@@ -234,7 +238,8 @@ def _mini_task(root: Path) -> Path:
         )
     )
     (task / "solution" / "solve.sh").write_text(
-        "#!/bin/bash\ncat data/question.txt >/dev/null\necho '{\"value\": 42}' > /workspace/submission.json\n"
+        "#!/bin/bash\ncat data/question.txt >/dev/null\n"
+        "echo '{\"value\": 42}' > /workspace/submission.json\n"
     )
     return task
 
@@ -248,7 +253,10 @@ def test_oracle_passes_nop_fails_and_answer_stays_out_of_agent(base_image, tmp_p
     job = _job()
 
     oracle = runner.run_agent(
-        task, job_id=job, command="bash /solution/solve.sh", out_dir=tmp_path / "oracle",
+        task,
+        job_id=job,
+        command="bash /solution/solve.sh",
+        out_dir=tmp_path / "oracle",
         copy_in={"/solution": task / "solution"},
     )
     assert oracle.result.ok, oracle.result.reason
@@ -262,7 +270,10 @@ def test_oracle_passes_nop_fails_and_answer_stays_out_of_agent(base_image, tmp_p
     assert v2.reward == 0.0 and not v2.passed
 
     probe = runner.run_agent(
-        task, job_id=job, attempt=3, out_dir=tmp_path / "probe",
+        task,
+        job_id=job,
+        attempt=3,
+        out_dir=tmp_path / "probe",
         command=f"grep -rIl --exclude-dir=proc --exclude-dir=sys '{secret}' / 2>/dev/null; "
         "ls /tests 2>&1; find / -xdev -name 'answer*' 2>/dev/null; env",
     )
@@ -290,18 +301,22 @@ def test_verifier_reaches_judge_on_internal_network_only(base_image, tmp_path):
                 except OSError:
                     out[name] = 0.0
             ok = out["judge"] == 1.0 and out["internet"] == 0.0 and out["metadata"] == 0.0
-            json.dump({"reward": 1.0 if ok else 0.0, **out}, open("/logs/verifier/reward.json", "w"))
+            reward = {"reward": 1.0 if ok else 0.0, **out}
+            json.dump(reward, open("/logs/verifier/reward.json", "w"))
             EOF
             """
         )
     )
     runner.build_task_image(task)
     v = runner.run_verifier(
-        task, job_id=_job(), artifacts_dir=tmp_path / "none",
+        task,
+        job_id=_job(),
+        artifacts_dir=tmp_path / "none",
         judge=runner.JudgeSpec(script=JUDGE_SCRIPT),
     )
     assert v.rewards == {"reward": 1.0, "judge": 1.0, "internet": 0.0, "metadata": 0.0}, (
-        v.error, v.result.text,
+        v.error,
+        v.result.text,
     )
 
 

@@ -23,25 +23,29 @@ class Command(BaseCommand):
         parser.add_argument("task_dirs", nargs="*", type=Path)
         parser.add_argument("--all", action="store_true", help="every task under TASKS_DIR")
         parser.add_argument(
-            "--structure-only", action="store_true", help="skip the Docker checks (no engine needed)"
+            "--structure-only",
+            action="store_true",
+            help="skip the Docker checks (no engine needed)",
         )
         parser.add_argument("--keep", type=Path, help="keep run outputs in this directory")
 
     def handle(self, *args, **opts):
         task_dirs = list(opts["task_dirs"])
         if opts["all"]:
-            task_dirs += sorted(
-                p.parent for p in Path(settings.TASKS_DIR).glob("*/*/task.toml")
-            )
+            task_dirs += sorted(p.parent for p in Path(settings.TASKS_DIR).glob("*/*/task.toml"))
         if not task_dirs:
-            raise CommandError("name at least one task directory (tasks/<category>/<task_id>) or --all")
+            raise CommandError(
+                "name at least one task directory (tasks/<category>/<task_id>) or --all"
+            )
         failed = []
         for task_dir in task_dirs:
             if not self._validate(task_dir, opts):
                 failed.append(str(task_dir))
         self.stdout.write("")
         if failed:
-            raise CommandError(f"{len(failed)} of {len(task_dirs)} task(s) failed: {', '.join(failed)}")
+            raise CommandError(
+                f"{len(failed)} of {len(task_dirs)} task(s) failed: {', '.join(failed)}"
+            )
         self.stdout.write(self.style.SUCCESS(f"all {len(task_dirs)} task(s) valid"))
 
     def _validate(self, task_dir: Path, opts) -> bool:
