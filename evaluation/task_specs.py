@@ -125,6 +125,8 @@ class TaskMetadata(_Open):
     submission_path: str = Field(pattern=r"^/")
     synthetic: bool
     task_id: str = Field(pattern=TASK_ID_RE.pattern)
+    # The paper disables web access for agents; our runner enforces it (network none).
+    agent_network: Literal["none"]
 
     @field_validator("category")
     @classmethod
@@ -166,11 +168,18 @@ class TaskManifest(_Open):
     environment: EnvironmentLimits
 
     @property
-    def network_disabled(self) -> bool:
-        env = self.environment
-        if env.network_mode is not None:
-            return env.network_mode == "no-network"
-        return env.allow_internet is False
+    def network_contradiction(self) -> str | None:
+        """Harbor keys that grant the agent network despite ``agent_network = "none"``.
+
+        Leaving them unset is right: Harbor's Docker provider rejects ``no-network`` unless it
+        can pull its egress-control images, so only an explicit grant is an error.
+        """
+        env, agent = self.environment, self.agent
+        if env.network_mode in ("public", "allowlist") or env.allow_internet is True:
+            return "[environment] grants network access"
+        if getattr(agent, "network_mode", None) in ("public", "allowlist"):
+            return "[agent] grants network access"
+        return None
 
 
 @dataclass(frozen=True)
@@ -258,9 +267,9 @@ def check_task_package(path: Path | str) -> list[str]:
     problems += _check_no_answers_in_environment(root)
     problems += _check_dockerfile(root)
     problems += _check_test_script(root)
-    if not package.manifest.network_disabled:
-        problems.append("task.toml: [environment] must disable the network "
-                        '(network_mode = "no-network" / allow_internet = false)')
+    if package.manifest.network_contradiction:
+        problems.append(f"task.toml: {package.manifest.network_contradiction}; agents work "
+                        'offline (metadata.agent_network = "none")')
     if package.size_bytes > MAX_PACKAGE_BYTES:
         problems.append(f"package is {package.size_bytes} bytes; the cap is {MAX_PACKAGE_BYTES}")
     if package.manifest.metadata.synthetic and "SYNTHETIC" not in _read(root / "README.md"):

@@ -35,18 +35,21 @@ def test_every_category_has_a_runnable_synthetic_package():
         assert manifest.metadata.category == category
         assert manifest.metadata.synthetic is True
         assert manifest.task.name == f"healthagentbench-synthetic/{category}-synthetic_01"
-        assert manifest.network_disabled
+        assert manifest.metadata.agent_network == "none"
+        assert manifest.network_contradiction is None
 
 
 def test_manifests_read_as_harbor_legacy_and_current_schema():
     # Harbor 0.1.x ignores [task]/schema_version and reads these with its defaults; 0.2x reads
-    # schema_version. Both need these tables with numeric timeouts and limits.
+    # schema_version. Both need these tables with numeric timeouts and limits. No Harbor network
+    # keys in [environment]: Harbor's Docker provider rejects "no-network" when offline.
     for path in SYNTHETIC.values():
         data = tomllib.loads((path / "task.toml").read_text())
         assert data["schema_version"] == "1.1"
         assert isinstance(data["agent"]["timeout_sec"], float)
         assert isinstance(data["verifier"]["timeout_sec"], float)
         assert {"cpus", "memory_mb", "storage_mb"} <= set(data["environment"])
+        assert not {"network_mode", "allow_internet"} & set(data["environment"])
 
 
 def test_digest_is_stable_and_sees_every_byte(tmp_path):
@@ -98,16 +101,17 @@ def test_it_requires_the_output_path_in_the_instruction(broken):
 
 def test_it_rejects_bad_metadata_and_enabled_network(broken):
     toml = broken / "task.toml"
-    text = toml.read_text().replace('network_mode = "no-network"\nallow_internet = false',
-                                    'allow_internet = true')
+    text = toml.read_text().replace("gpus = 0", "gpus = 0\nallow_internet = true")
     toml.write_text(text.replace('group = "imaging"', 'group = "text"'))
     problems = _problems(broken)
-    assert "must disable the network" in problems
+    assert "[environment] grants network access" in problems
     assert "is 'imaging'" in problems
     toml.write_text(text.replace('category = "pathology-tumor-region"', 'category = "radiology"'))
     assert "unknown category" in _problems(broken)
     toml.write_text(text.replace('success_criterion = ', 'criterion = '))
     assert "metadata.success_criterion" in _problems(broken)
+    toml.write_text(text.replace('agent_network = "none"', 'agent_network = "open"'))
+    assert "metadata.agent_network" in _problems(broken)
 
 
 def test_it_reports_missing_files(tmp_path):

@@ -53,6 +53,11 @@ def render_task_toml(category: str, task_id: str, *, synthetic: bool) -> str:
         f"success_criterion = {_toml_str(info.success_criterion)}",
         f'submission_path = "{info.submission_path}"',
         f"synthetic = {'true' if synthetic else 'false'}",
+        # Enforced by our runner and validate_task (network none). Not written as Harbor's
+        # [environment] network_mode = "no-network": Harbor's Docker provider can only honour
+        # that with an egress-control sidecar pulled from a registry, and rejects the task
+        # offline, which would break `harbor run` on these packages.
+        'agent_network = "none"',
         'author_name = "HealthAgentBench leaderboard maintainers"',
         "",
         "[agent]",
@@ -62,7 +67,7 @@ def render_task_toml(category: str, task_id: str, *, synthetic: bool) -> str:
         "timeout_sec = 600.0" if xray else "timeout_sec = 300.0",
     ]
     if xray:
-        # The judge is the only thing the verifier may reach; the agent phase stays offline.
+        # The judge is the only thing the verifier needs to reach.
         lines += [
             'network_mode = "public"',
             "",
@@ -79,8 +84,6 @@ def render_task_toml(category: str, task_id: str, *, synthetic: bool) -> str:
         "memory_mb = 2048",
         "storage_mb = 2048",
         "gpus = 0",
-        'network_mode = "no-network"',
-        "allow_internet = false",
         "",
     ]
     return "\n".join(lines)
