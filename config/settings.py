@@ -58,6 +58,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.middleware.ContentSecurityPolicyMiddleware",
 ]
+# Refuse oversized upload bodies (by Content-Length) before Django reads a byte of them.
+MIDDLEWARE.insert(1, "submissions.uploads.UploadSizeLimitMiddleware")
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -186,3 +188,24 @@ DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)
 # Local tag of the debootstrap-built runtime base image that every task starts FROM.
 TASK_BASE_IMAGE = env.str("TASK_BASE_IMAGE", default="healthagentbench/base:bookworm")
 TASKS_DIR = BASE_DIR / "tasks"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "account"
+LOGOUT_REDIRECT_URL = "leaderboard"
+
+# --- Submissions ---
+# Accepted submissions per user per UTC day (maintainers are exempt); enforced in the database.
+SUBMISSION_DAILY_QUOTA = env.int("SUBMISSION_DAILY_QUOTA", default=5)
+# Largest accepted upload body; bigger requests get 413 before the body is read.
+SUBMISSION_MAX_UPLOAD_BYTES = env.int("SUBMISSION_MAX_UPLOAD_BYTES", default=200 * 1024 * 1024)
+# Where uploads are staged (streamed to disk, extracted, validated) before storage; private.
+SUBMISSION_STAGING_DIR = Path(env.str("SUBMISSION_STAGING_DIR", default=str(BASE_DIR / "var" / "staging")))
+# Uploads are streamed to disk from the first byte: never held in memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 0
+FILE_UPLOAD_TEMP_DIR = str(SUBMISSION_STAGING_DIR / "incoming")
+FILE_UPLOAD_HANDLERS = [
+    "submissions.uploads.LimitedTemporaryFileUploadHandler",
+]
+# Multipart field/file counts (CVE-2023-24580 hardening).
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 100
+DATA_UPLOAD_MAX_NUMBER_FILES = 4

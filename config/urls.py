@@ -6,5 +6,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/", include("leaderboard.api_urls")),
+    path("api/v1/", include("submissions.api_urls")),
+    path("", include("submissions.urls")),
     path("", include("leaderboard.urls")),
 ]

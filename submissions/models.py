@@ -43,6 +43,27 @@ class SubmissionQuerySet(models.QuerySet):
         return self.filter(status=SubmissionStatus.PUBLISHED)
 
 
+# Allowed status changes; anything else is refused by the service layer (never backwards).
+TRANSITIONS: dict[str, set[str]] = {
+    SubmissionStatus.RECEIVED: {SubmissionStatus.VALIDATING, SubmissionStatus.REJECTED},
+    SubmissionStatus.VALIDATING: {SubmissionStatus.QUEUED, SubmissionStatus.REJECTED},
+    SubmissionStatus.QUEUED: {
+        SubmissionStatus.VERIFYING, SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED,
+    },
+    SubmissionStatus.VERIFYING: {
+        SubmissionStatus.VERIFIED, SubmissionStatus.DISCREPANCY, SubmissionStatus.FAILED,
+        SubmissionStatus.REJECTED,
+    },
+    SubmissionStatus.VERIFIED: {SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED},
+    SubmissionStatus.DISCREPANCY: {SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED},
+    # A maintainer may put a submission whose verification broke (infrastructure) back in line.
+    SubmissionStatus.FAILED: {SubmissionStatus.QUEUED, SubmissionStatus.REJECTED},
+    SubmissionStatus.PUBLISHED: {SubmissionStatus.WITHDRAWN},
+    SubmissionStatus.REJECTED: set(),
+    SubmissionStatus.WITHDRAWN: set(),
+}
+
+
 class Submission(BaseModel):
     agent = models.ForeignKey(
         "leaderboard.Agent", on_delete=models.PROTECT, related_name="submissions"
@@ -69,6 +90,20 @@ class Submission(BaseModel):
     notes = models.TextField(blank=True)
     submitted_on = models.DateField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    # --- uploads (empty for demo rows) ---
+    metadata = models.JSONField(default=dict, blank=True)
+    archive = models.CharField(max_length=300, blank=True)  # storage name of the original upload
+    archive_sha256 = models.CharField(max_length=64, blank=True)
+    archive_bytes = models.PositiveBigIntegerField(default=0)
+    files_prefix = models.CharField(max_length=300, blank=True)  # storage prefix of stored files
+    # Retries with the same key replay the original response (unique per owner, see Meta).
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    request_digest = models.CharField(max_length=64, blank=True)
+    secret_findings = models.JSONField(default=list, blank=True)
+    status_reason = models.TextField(blank=True)
+    trials_total = models.PositiveIntegerField(default=0)
+    trials_done = models.PositiveIntegerField(default=0)
+    queued_at = models.DateTimeField(null=True, blank=True)
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -77,16 +112,96 @@ class Submission(BaseModel):
             models.CheckConstraint(
                 condition=Q(status__in=SubmissionStatus.values), name="submission_status_valid"
             ),
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="uniq_submission_idempotency_key",
+            ),
         ]
         indexes = [
             # Serves leaderboard_recompute: published submissions of one version.
             models.Index(fields=["benchmark_version", "status"], name="submission_version_status"),
+            # Serves queue position: queued submissions in arrival order.
+            models.Index(fields=["status", "queued_at"], name="submission_status_queued"),
+            # Serves "my submissions".
+            models.Index(fields=["owner", "-created_at"], name="submission_owner_created"),
         ]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"Submission {self.pk} ({self.status})"
 
+    @property
+    def is_final(self) -> bool:
+        return not TRANSITIONS[self.status]
+
+
+class SubmissionEvent(BaseModel):
+    """Audit log: every status change, who made it and why. Append-only."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=20, blank=True)
+    to_status = models.CharField(max_length=20)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["submission", "created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.submission_id}: {self.from_status} -> {self.to_status}"
+
+
+class ValidationProblem(BaseModel):
+    """A problem found while validating an upload, kept for the submitter's status page."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="problems")
+    code = models.CharField(max_length=60)
+    path = models.CharField(max_length=500, blank=True)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["submission", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.path}"
+
+
+class DailyQuota(BaseModel):
+    """Submissions accepted per user per UTC day; incremented under a row lock."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    day = models.DateField()
+    used = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "day"], name="uniq_quota_user_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.day}: {self.used}"
+
+
+class ApiToken(BaseModel):
+    """A personal API token. Only a SHA-256 of the secret is stored; the prefix identifies it."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_sha256 = models.CharField(max_length=64, unique=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}:{self.prefix}"
 
 class Trial(BaseModel):
     """One attempt of an agent on one benchmark task."""
@@ -105,6 +220,14 @@ class Trial(BaseModel):
     cached_tokens = models.PositiveBigIntegerField(null=True)
     output_tokens = models.PositiveBigIntegerField(null=True)
     duration_s = models.FloatField(null=True)
+    # --- uploads ---
+    trial_dir = models.CharField(max_length=500, blank=True)  # path inside the stored tree
+    trajectory_path = models.CharField(max_length=500, blank=True)
+    artifact_paths = models.JSONField(default=list, blank=True)
+    cost_computed = models.BooleanField(default=False)  # from tokens x the dated price table
+    # --- verification (re-grade / replay); null until checked ---
+    verified_reward = models.FloatField(null=True, blank=True)
+    flags = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [

@@ -1,0 +1,141 @@
+"""Submission API: upload (token auth, multipart), status, and the caller's list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import NotFound
+from rest_framework.parsers import MultiPartParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from submissions import selectors
+from submissions.authentication import ApiTokenAuthentication
+from submissions.intake import SubmissionRejected, submission_receive
+from submissions.services import IdempotencyConflict, QuotaExceeded
+from submissions.uploads import request_upload_too_large
+
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def submission_status_payload(submission, *, include_private: bool) -> dict:
+    """The status document shown by the API and polled by the live status page."""
+    payload = {
+        "id": submission.pk,
+        "status": submission.status,
+        "url": reverse("submission-status", args=[submission.pk]),
+        "benchmark": submission.benchmark_version.slug,
+        "agent": submission.agent.display_name,
+        "progress": {"done": submission.trials_done, "total": submission.trials_total},
+        "queue_position": selectors.queue_position(submission=submission),
+        "verified": submission.is_verified,
+        "created_at": submission.created_at.isoformat(),
+    }
+    if include_private:
+        payload.update({
+            "status_reason": submission.status_reason,
+            "problems": [{"code": p.code, "path": p.path, "message": p.message}
+                         for p in submission.problems.all()],
+            "secret_findings": submission.secret_findings,
+            "events": [{"from": e.from_status, "to": e.to_status, "note": e.note,
+                        "at": e.created_at.isoformat()} for e in submission.event_list],
+        })
+    return payload
+
+
+class SubmissionCollectionApi(APIView):
+    """POST /api/v1/submissions/ uploads; GET lists the caller's own (SubmissionListApi)."""
+
+    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+    parser_classes = [MultiPartParser]
+
+    class InputSerializer(serializers.Serializer):
+        archive = serializers.FileField(help_text=".tar.gz, .tgz or .zip of Harbor job dirs")
+        metadata = serializers.FileField(required=False,
+                                         help_text="metadata.yaml / .json (or in the archive)")
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        status = serializers.CharField()
+        url = serializers.CharField()
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={201: OutputSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        if request_upload_too_large(request._request):
+            return Response({"code": "too_large", "detail": "upload too large"}, status=413)
+        archive = request.FILES.get("archive")
+        if archive is None:
+            return Response({"code": "invalid_submission", "problems": [
+                {"code": "missing_archive", "path": "archive",
+                 "message": "send the job directories as the multipart file field 'archive'"}]},
+                status=400)
+        metadata_text, error = _read_metadata(request.FILES.get("metadata"))
+        if error:
+            return Response(error, status=400)
+        key = request.headers.get("Idempotency-Key", "")[:200]
+        try:
+            submission, created = submission_receive(
+                owner=request.user, archive_path=Path(archive.temporary_file_path()),
+                metadata_text=metadata_text, idempotency_key=key)
+        except SubmissionRejected as exc:
+            return Response({"code": exc.code, "problems": [p.as_dict() for p in exc.problems]},
+                            status=400)
+        except QuotaExceeded as exc:
+            return Response({"code": exc.code, "detail": str(exc)}, status=429)
+        except IdempotencyConflict as exc:
+            return Response({"code": exc.code, "detail": str(exc)}, status=409)
+        body = {"id": submission.pk, "status": submission.status,
+                "url": reverse("submission-status", args=[submission.pk])}
+        # A replay answers exactly like the original request did.
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response:
+        return Response([
+            {"id": s.pk, "status": s.status, "agent": s.agent.display_name,
+             "benchmark": s.benchmark_version.slug, "created_at": s.created_at.isoformat(),
+             "url": reverse("submission-status", args=[s.pk])}
+            for s in selectors.submission_list_for_user(user=request.user)
+        ])
+
+
+def _read_metadata(upload) -> tuple[str, dict | None]:
+    if upload is None:
+        return "", None
+    if upload.size > MAX_METADATA_BYTES:
+        return "", {"code": "invalid_submission", "problems": [
+            {"code": "metadata_too_large", "path": "metadata",
+             "message": f"metadata larger than {MAX_METADATA_BYTES} bytes"}]}
+    raw = upload.read(MAX_METADATA_BYTES + 1)
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return "", {"code": "invalid_submission", "problems": [
+            {"code": "metadata_encoding", "path": "metadata",
+             "message": "metadata must be UTF-8 YAML or JSON"}]}
+
+
+class SubmissionDetailApi(APIView):
+    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, pk: int) -> Response:
+        user = request.user if request.user and request.user.is_authenticated else None
+        submission = selectors.submission_get_for_user(user=user, pk=pk)
+        if submission is None:
+            raise NotFound("no such submission")
+        private = user is not None and (user.is_staff or submission.owner_id == user.pk)
+        return Response(submission_status_payload(submission, include_private=private))

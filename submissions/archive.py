@@ -1,0 +1,1144 @@
+"""The one vetted archive extractor for uploaded submissions (reliability matrix U4-U12, invariant 1).
+
+Everything that unpacks user-supplied archives goes through `safe_extract()`; nothing in the
+project calls `extractall`, `ZipFile.extract` or `TarFile.extract`. Django-free (standard library
+only) so it can be tested and fuzzed on its own.
+
+API
+    ArchiveLimits(...)                         frozen caps, defaults sized for Harbor job dirs
+    ArchiveError(code, message, member=None)   `code` is machine-readable (see ERROR_CODES)
+    detect_format(path, claimed_name=None)     -> "zip" | "tar.gz" | "tar" (by magic bytes)
+    safe_extract(archive_path, dest, limits=ArchiveLimits(), claimed_name=None) -> ExtractReport
+    staging_dir(root)                          private (0o700) folder, always removed afterwards
+    sweep_stale_staging(root, older_than)      -> number of leftover staging folders removed
+    stream_to_file(src, dest_path, max_bytes)  -> bytes copied (1 MiB chunks, capped)
+    load_member_json(root, member, ...)        the graders' strict JSON loader on an extracted file
+
+Decisions (ASVS 5.1.1: permitted types, sizes and behaviour on malicious files):
+- Accepted containers: zip (stored or deflated members only), gzip-compressed tar, plain tar
+  (ustar/GNU/pax headers). The type is decided by magic bytes only. When the caller passes the
+  uploaded file name (`claimed_name`), its extension must agree with the real type (.zip, .tar.gz
+  or .tgz, .tar): a `.zip` that is really a tar, or an unknown extension, is `unsupported_format`
+  (ASVS 5.2.2). A zip must start with a local file header: data prepended to a zip (PNG+zip
+  polyglots, self-extractors) is refused.
+- Only regular files and directories are extracted. Any symlink or hardlink is `link_member`;
+  devices, FIFOs, sockets, sparse files, unknown tar types and setuid/setgid regular files are
+  `special_member` (the matrix asks for a clean reject of setuid, so it is not silently stripped).
+  Setgid/sticky bits on directories are ignored (common on shared file systems). Every check runs
+  over all headers before the first byte is written.
+- Written files are 0o644, directories 0o755, whatever the archive says; the archive's owners,
+  times and modes are ignored. Files are created with O_EXCL|O_NOFOLLOW relative to directory
+  file descriptors opened with O_NOFOLLOW, and each target is also resolved and checked to be
+  under `dest`. `dest` must be empty (or not exist yet).
+- Names: NUL bytes, control characters, backslashes, absolute paths, drive letters (`C:`), `..`
+  components and names that are not valid UTF-8 are `unsafe_path`; `.` and empty components
+  are dropped (`./job/x` is `job/x`). Limits on path bytes, component bytes and depth apply to the
+  normalised name. Two members whose names are equal after Unicode NFC normalisation and
+  case folding (or a file that is also used as a directory) are `duplicate_name`.
+- Sizes: the declared total, per-file size, entry count and compression ratios are checked before
+  anything is written (zip: end record + central directory, walked by hand so a lying entry count
+  cannot blow up memory; tar: a first pass over all headers with a capped decompressed-byte
+  counter). Then every member is streamed with a byte counter: a zip member that inflates beyond
+  its declared size is `too_large` at that point, never written past the cap. Ratios are only
+  enforced above `ratio_floor_bytes` (tiny files of zeros compress thousands of times).
+  For tar.gz the ratio is the tar stream size over the compressed size (one stream).
+- Zip members are decompressed here (zlib), not by zipfile: zipfile is used only to parse the
+  central directory. Python 3.12.1 predates the CVE-2024-0450 fix, so overlapping members
+  (quoted-overlap bombs) are detected by hand: every member's local header and data must lie
+  before the next member and before the central directory. Local and central names must match;
+  CRC-32 is verified. Encrypted members (flag bit 0 or 6, or method 99) are `encrypted`.
+- Nested archives are not expanded: they are ordinary files, counted in the totals and listed in
+  `ExtractReport.nested_archives`.
+- Truncation: a zip without its end record, a gzip stream that ends early, or a tar whose data or
+  end-of-archive marker is missing is `truncated`; other structural damage is `bad_archive`.
+  No exception other than ArchiveError escapes safe_extract for any input bytes.
+- On any error safe_extract removes everything it wrote under `dest`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import os
+import re
+import shutil
+import stat
+import struct
+import tarfile
+import tempfile
+import time
+import unicodedata
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+MiB = 1024 * 1024
+CHUNK = MiB
+STAGING_PREFIX = "staging-"
+
+ERROR_CODES = (
+    "unsupported_format",
+    "bad_archive",
+    "encrypted",
+    "unsafe_path",
+    "link_member",
+    "special_member",
+    "too_large",
+    "too_many_entries",
+    "too_deep",
+    "name_too_long",
+    "compression_ratio",
+    "duplicate_name",
+    "truncated",
+)
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    max_compressed_bytes: int = 200 * MiB  # the uploaded archive itself
+    max_total_bytes: int = 1024 * MiB  # sum of uncompressed file sizes
+    max_entries: int = 20_000  # files + directories
+    max_depth: int = 24  # path components
+    max_component_bytes: int = 255  # per path component (UTF-8 bytes)
+    max_path_bytes: int = 1024  # whole normalised path (UTF-8 bytes)
+    max_member_ratio: float = 200.0  # uncompressed / compressed, per zip member
+    max_overall_ratio: float = 100.0  # uncompressed / archive size
+    max_file_bytes: int = 256 * MiB  # one file
+    ratio_floor_bytes: int = MiB  # ratios are not enforced below this uncompressed size
+    max_tar_header_bytes: int = 4 * MiB  # one pax / GNU long-name header
+
+
+class ArchiveError(Exception):
+    """A refused archive. `code` is one of ERROR_CODES; `member` the archive path concerned."""
+
+    def __init__(self, code: str, message: str, member: str | None = None):
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown archive error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.member = member
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "member": self.member}
+
+    def __repr__(self):
+        return f"ArchiveError({self.code!r}, {self.message!r}, member={self.member!r})"
+
+
+@dataclass
+class ExtractReport:
+    files: int
+    total_bytes: int
+    members: list[str]  # normalised relative paths of the extracted regular files, archive order
+    directories: list[str] = field(default_factory=list)
+    nested_archives: list[str] = field(default_factory=list)  # files that are archives themselves
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _show(name, limit=120) -> str:
+    """A printable, bounded rendering of a (possibly hostile) member name for messages."""
+    text = name if isinstance(name, str) else repr(name)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_ARCHIVE_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00",
+                  b"7z\xbc\xaf\x27\x1c", b"Rar!", b"\x28\xb5\x2f\xfd")
+
+
+class _Entry:
+    __slots__ = ("raw", "path", "is_dir", "size", "info")
+
+    def __init__(self, raw, path, is_dir, size, info=None):
+        self.raw, self.path, self.is_dir, self.size, self.info = raw, path, is_dir, size, info
+
+
+def _normalise_name(raw: str, limits: ArchiveLimits) -> tuple[str, bool]:
+    """Validate a member name; return (normalised relative path, ends_with_slash)."""
+    shown = _show(raw)
+    if len(raw) > 4 * limits.max_path_bytes + 16:
+        raise ArchiveError("name_too_long", f"{shown}: path is too long ({len(raw)} characters)", shown)
+    if "\x00" in raw:
+        raise ArchiveError("unsafe_path", f"{shown}: name contains a NUL byte", shown)
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw):
+        raise ArchiveError("unsafe_path", f"{shown}: name contains a control character", shown)
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in raw):
+        raise ArchiveError("unsafe_path", f"{shown}: name is not valid UTF-8", shown)
+    if "\\" in raw:
+        raise ArchiveError(
+            "unsafe_path", f"{shown}: name contains a backslash (Windows path separator)", shown
+        )
+    if raw.startswith("/"):
+        raise ArchiveError("unsafe_path", f"{shown}: absolute path", shown)
+    if _DRIVE.match(raw):
+        raise ArchiveError("unsafe_path", f"{shown}: path starts with a drive letter", shown)
+    parts = []
+    for part in raw.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            raise ArchiveError("unsafe_path", f"{shown}: path contains a '..' component", shown)
+        if len(part.encode("utf-8")) > limits.max_component_bytes:
+            raise ArchiveError(
+                "name_too_long",
+                f"{shown}: a path component is longer than {limits.max_component_bytes} bytes",
+                shown,
+            )
+        parts.append(part)
+    path = "/".join(parts)
+    if len(path.encode("utf-8")) > limits.max_path_bytes:
+        raise ArchiveError(
+            "name_too_long", f"{shown}: path is longer than {limits.max_path_bytes} bytes", shown
+        )
+    if len(parts) > limits.max_depth:
+        raise ArchiveError(
+            "too_deep",
+            f"{shown}: path is {len(parts)} levels deep (limit {limits.max_depth})",
+            shown,
+        )
+    return path, raw.endswith("/")
+
+
+def _key(path: str) -> str:
+    return unicodedata.normalize("NFC", path).casefold()
+
+
+class _NameTable:
+    """Detects exact, case-insensitive and Unicode-normalisation collisions, and file/dir clashes."""
+
+    def __init__(self):
+        self.files: dict[str, str] = {}
+        self.dirs: dict[str, tuple[str, bool]] = {}  # key -> (spelling, explicit)
+
+    def _clash(self, path, other, raw):
+        what = "the same name" if path == other else "a name that differs only in case or Unicode form"
+        raise ArchiveError(
+            "duplicate_name",
+            f"{_show(raw)}: ambiguous archive, {_show(path)} and {_show(other)} are {what}",
+            _show(raw),
+        )
+
+    def _add_dir(self, path, raw, explicit):
+        key = _key(path)
+        if key in self.files:
+            self._clash(path, self.files[key], raw)
+        if key in self.dirs:
+            spelling, was_explicit = self.dirs[key]
+            if spelling != path or (explicit and was_explicit):
+                self._clash(path, spelling, raw)
+            if explicit:
+                self.dirs[key] = (spelling, True)
+            return
+        self.dirs[key] = (path, explicit)
+
+    def add(self, path, is_dir, raw):
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            self._add_dir("/".join(parts[:i]), raw, explicit=False)
+        if is_dir:
+            self._add_dir(path, raw, explicit=True)
+            return
+        key = _key(path)
+        if key in self.files:
+            self._clash(path, self.files[key], raw)
+        if key in self.dirs:
+            self._clash(path, self.dirs[key][0], raw)
+        self.files[key] = path
+
+
+class _Budget:
+    """Declared (pre-extraction) accounting shared by both formats."""
+
+    def __init__(self, limits: ArchiveLimits):
+        self.limits = limits
+        self.count = 0
+        self.total = 0
+        self.names = _NameTable()
+
+    def entry(self, raw: str, size: int, is_dir: bool) -> str:
+        limits = self.limits
+        self.count += 1
+        if self.count > limits.max_entries:
+            raise ArchiveError(
+                "too_many_entries", f"archive has more than {limits.max_entries} entries"
+            )
+        path, _ = _normalise_name(raw, limits)
+        if not path:
+            return path
+        shown = _show(raw)
+        if size < 0:
+            raise ArchiveError("bad_archive", f"{shown}: negative size", shown)
+        if is_dir:
+            if size:
+                raise ArchiveError("bad_archive", f"{shown}: directory entry with data", shown)
+        else:
+            if size > limits.max_file_bytes:
+                raise ArchiveError(
+                    "too_large",
+                    f"{shown}: file is {size} bytes (limit {limits.max_file_bytes})",
+                    shown,
+                )
+            self.total += size
+            if self.total > limits.max_total_bytes:
+                raise ArchiveError(
+                    "too_large",
+                    f"archive unpacks to more than {limits.max_total_bytes} bytes "
+                    f"(reached at {shown})",
+                    shown,
+                )
+        self.names.add(path, is_dir, raw)
+        return path
+
+
+def _check_mode(mode: int, raw: str, *, is_dir: bool):
+    """Unix mode bits from a zip external attribute or tar header."""
+    shown = _show(raw)
+    kind = stat.S_IFMT(mode)
+    if kind == stat.S_IFLNK:
+        raise ArchiveError("link_member", f"{shown}: symbolic links are not allowed", shown)
+    if kind in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK):
+        raise ArchiveError(
+            "special_member", f"{shown}: device, FIFO or socket entries are not allowed", shown
+        )
+    if not is_dir and mode & (stat.S_ISUID | stat.S_ISGID):
+        raise ArchiveError(
+            "special_member", f"{shown}: setuid/setgid files are not allowed", shown
+        )
+
+
+def _ratio_error(limits, uncompressed, compressed, limit, what, member=None):
+    if uncompressed <= limits.ratio_floor_bytes:
+        return
+    if uncompressed > limit * max(compressed, 1):
+        shown = _show(member) if member is not None else None
+        raise ArchiveError(
+            "compression_ratio",
+            f"{what} expands {uncompressed} bytes from {compressed} "
+            f"(ratio above the limit of {limit:g})",
+            shown,
+        )
+
+
+# ----------------------------------------------------------------------------- detection
+
+
+def _format_from_name(name: str) -> str | None:
+    lower = name.lower()
+    if lower.endswith((".tar.gz", ".tgz")):
+        return "tar.gz"
+    if lower.endswith(".zip"):
+        return "zip"
+    if lower.endswith(".tar"):
+        return "tar"
+    return None
+
+
+def _describe(head: bytes) -> str:
+    if not head:
+        return "an empty file"
+    if head.startswith(b"\x89PNG"):
+        return "a PNG image"
+    if head.startswith(b"BZh"):
+        return "a bzip2 file"
+    if head.startswith(b"\xfd7zXZ"):
+        return "an xz file"
+    if head.startswith(b"\x28\xb5\x2f\xfd"):
+        return "a zstd file"
+    if head.startswith(b"7z\xbc\xaf"):
+        return "a 7-Zip archive"
+    if head.startswith(b"Rar!"):
+        return "a RAR archive"
+    if head.startswith(b"%PDF"):
+        return "a PDF document"
+    stripped = head.lstrip()
+    if stripped[:1] in (b"<",):
+        return "an HTML/XML document"
+    if stripped[:1] in (b"{", b"["):
+        return "a JSON document"
+    if head.startswith(b"PK"):
+        return "a zip file that does not start with a local file header"
+    return "not a zip or tar archive"
+
+
+def _is_tar_header(block: bytes) -> bool:
+    return len(block) >= 263 and block[257:262] == b"ustar"
+
+
+def detect_format(path, claimed_name: str | None = None) -> str:
+    """Return "zip", "tar.gz" or "tar" from the file's magic bytes (never its name).
+
+    With `claimed_name` (the uploaded file name), its extension must agree with the content."""
+    path = Path(path)
+    label = claimed_name or path.name
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1024)
+    except OSError as exc:
+        raise ArchiveError("bad_archive", f"{label}: cannot read the archive ({exc.strerror})") from None
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        real = "zip"
+    elif head.startswith(b"\x1f\x8b\x08"):
+        try:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            block = inflater.decompress(head, 512)
+        except zlib.error:
+            raise ArchiveError("bad_archive", f"{label}: corrupt gzip data") from None
+        if len(block) < 512 and inflater.eof is False and len(head) == 1024:
+            block = block  # header larger than our peek (long gzip FNAME); fall through
+        if _is_tar_header(block):
+            real = "tar.gz"
+        elif len(block) < 263 and len(head) < 1024:
+            raise ArchiveError("truncated", f"{label}: gzip data ends before the first tar header")
+        else:
+            raise ArchiveError(
+                "unsupported_format", f"{label}: a gzip file that does not contain a tar archive"
+            )
+    elif _is_tar_header(head[:512]):
+        real = "tar"
+    else:
+        raise ArchiveError(
+            "bad_archive" if not head else "unsupported_format",
+            f"{label}: {_describe(head)}; a .zip, .tar.gz/.tgz or .tar archive is required",
+        )
+    if claimed_name is not None:
+        claimed = _format_from_name(claimed_name)
+        if claimed is None:
+            raise ArchiveError(
+                "unsupported_format",
+                f"{label}: the file name must end in .zip, .tar.gz, .tgz or .tar",
+            )
+        if claimed != real:
+            raise ArchiveError(
+                "unsupported_format",
+                f"{label}: named like a {claimed} archive but the content is a {real} archive",
+            )
+    return real
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+class _Writer:
+    """Creates directories and files under dest through O_NOFOLLOW directory descriptors."""
+
+    def __init__(self, dest: Path):
+        self.dest = dest
+        self.real_dest = Path(os.path.realpath(dest))
+        self.root_fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        self.fds: dict[str, int] = {"": self.root_fd}
+
+    def close(self):
+        for fd in self.fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = {}
+
+    def _check_target(self, rel: str):
+        target = Path(os.path.realpath(self.real_dest / rel))
+        if target != self.real_dest and not target.is_relative_to(self.real_dest):
+            raise ArchiveError("unsafe_path", f"{_show(rel)}: resolves outside the destination", rel)
+
+    def directory(self, rel: str) -> int:
+        if rel in self.fds:
+            return self.fds[rel]
+        parent, _, name = rel.rpartition("/")
+        parent_fd = self.directory(parent)
+        self._check_target(rel)
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode):  # pragma: no cover - O_DIRECTORY guarantees it
+            os.close(fd)
+            raise ArchiveError("unsafe_path", f"{_show(rel)}: not a directory", rel)
+        os.fchmod(fd, 0o755)
+        self.fds[rel] = fd
+        return fd
+
+    def open_file(self, rel: str) -> int:
+        parent, _, name = rel.rpartition("/")
+        parent_fd = self.directory(parent)
+        self._check_target(rel)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=parent_fd)
+        except FileExistsError:
+            raise ArchiveError("duplicate_name", f"{_show(rel)}: written twice", rel) from None
+        os.fchmod(fd, 0o644)
+        return fd
+
+
+class _Sink:
+    """Streaming byte counter for one member and the archive total."""
+
+    def __init__(self, fd, rel, declared, limits, state):
+        self.fd, self.rel, self.declared, self.limits, self.state = fd, rel, declared, limits, state
+        self.written = 0
+        self.head = b""
+
+    def write(self, data: bytes):
+        if not data:
+            return
+        self.written += len(data)
+        self.state["total"] += len(data)
+        if self.written > self.declared:
+            raise ArchiveError(
+                "too_large",
+                f"{_show(self.rel)}: expands beyond its declared size of {self.declared} bytes "
+                "(the header lies)",
+                self.rel,
+            )
+        if self.written > self.limits.max_file_bytes or self.state["total"] > self.limits.max_total_bytes:
+            raise ArchiveError("too_large", f"{_show(self.rel)}: size cap exceeded while extracting", self.rel)
+        if len(self.head) < 8:
+            self.head += data[: 8 - len(self.head)]
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+
+def _clear_dir(dest: Path):
+    for child in list(os.scandir(dest)):
+        if child.is_dir(follow_symlinks=False):
+            shutil.rmtree(child.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(child.path)
+
+
+# ----------------------------------------------------------------------------- zip
+
+
+_EOCD = struct.Struct("<4s4H2LH")  # sig, disk, cd disk, entries here, entries total, size, offset, comment len
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+_CDH = struct.Struct("<4s6H3L5H2L")  # central directory header (46 bytes)
+_LFH = struct.Struct("<4s5H3L2H")  # local file header (30 bytes)
+
+
+def _zip_end_record(handle, size, label):
+    """Locate the end of central directory; return (cd_offset, cd_size, entries, cd_end)."""
+    tail_len = min(size, _EOCD.size + 65535 + _ZIP64_LOCATOR.size)
+    handle.seek(size - tail_len)
+    tail = handle.read(tail_len)
+    pos = tail.rfind(b"PK\x05\x06")
+    while pos >= 0 and len(tail) - pos < _EOCD.size:
+        pos = tail.rfind(b"PK\x05\x06", 0, pos)
+    if pos < 0:
+        raise ArchiveError(
+            "truncated",
+            f"{label}: the zip end record (central directory) is missing; the file is truncated "
+            "or not a zip archive",
+        )
+    (_, disk, cd_disk, _here, entries, cd_size, cd_offset, _clen) = _EOCD.unpack_from(tail, pos)
+    eocd_at = size - tail_len + pos
+    cd_end = eocd_at
+    if disk != 0 or cd_disk != 0:
+        raise ArchiveError("unsupported_format", f"{label}: multi-disk (spanned) zip archives are not supported")
+    loc = pos - _ZIP64_LOCATOR.size
+    if loc >= 0 and tail[loc : loc + 4] == b"PK\x06\x07":
+        _, _, z64_at, _ = _ZIP64_LOCATOR.unpack_from(tail, loc)
+        handle.seek(z64_at)
+        rec = handle.read(_ZIP64_EOCD.size)
+        if len(rec) != _ZIP64_EOCD.size or rec[:4] != b"PK\x06\x06":
+            raise ArchiveError("bad_archive", f"{label}: corrupt zip64 end record")
+        fields = _ZIP64_EOCD.unpack(rec)
+        entries, cd_size, cd_offset = fields[7], fields[8], fields[9]
+        cd_end = z64_at
+    if cd_offset + cd_size != cd_end:
+        raise ArchiveError(
+            "bad_archive",
+            f"{label}: the zip central directory is not where the end record says (data "
+            "prepended or appended to the archive, or a damaged file)",
+        )
+    return cd_offset, cd_size, entries, cd_end
+
+
+def _zip_walk_directory(handle, cd_offset, cd_size, entries, limits, label):
+    if entries > limits.max_entries:
+        raise ArchiveError(
+            "too_many_entries", f"{label}: archive declares {entries} entries (limit {limits.max_entries})"
+        )
+    handle.seek(cd_offset)
+    data = handle.read(cd_size)
+    if len(data) != cd_size:
+        raise ArchiveError("truncated", f"{label}: the zip central directory is cut short")
+    pos = count = 0
+    while pos < cd_size:
+        if data[pos : pos + 4] != b"PK\x01\x02" or pos + _CDH.size > cd_size:
+            raise ArchiveError("bad_archive", f"{label}: corrupt zip central directory")
+        fields = _CDH.unpack_from(data, pos)
+        pos += _CDH.size + fields[10] + fields[11] + fields[12]
+        count += 1
+        if count > limits.max_entries:
+            raise ArchiveError(
+                "too_many_entries", f"{label}: archive has more than {limits.max_entries} entries"
+            )
+    if pos != cd_size or count != entries:
+        raise ArchiveError("bad_archive", f"{label}: the zip central directory and end record disagree")
+
+
+def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        cd_offset, cd_size, entries, _ = _zip_end_record(handle, size, label)
+        _zip_walk_directory(handle, cd_offset, cd_size, entries, limits, label)
+        try:
+            with zipfile.ZipFile(handle) as zf:
+                infos = zf.infolist()
+        except ArchiveError:
+            raise
+        except Exception as exc:  # BadZipFile, struct.error, UnicodeDecodeError, ValueError...
+            raise ArchiveError("bad_archive", f"{label}: corrupt zip archive ({_show(str(exc))})") from None
+
+        budget = _Budget(limits)
+        plan = []
+        for info in infos:
+            raw = info.orig_filename
+            shown = _show(raw)
+            if info.flag_bits & 0x41 or info.compress_type == 99:
+                raise ArchiveError("encrypted", f"{shown}: encrypted zip members are not allowed", shown)
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise ArchiveError(
+                    "unsupported_format",
+                    f"{shown}: compression method {info.compress_type} is not supported "
+                    "(only stored and deflate)",
+                    shown,
+                )
+            mode = info.external_attr >> 16
+            is_dir = raw.endswith("/") or stat.S_IFMT(mode) == stat.S_IFDIR
+            _check_mode(mode, raw, is_dir=is_dir)
+            if "\x00" in raw:  # zipfile truncates names at NUL; refuse instead
+                raise ArchiveError("unsafe_path", f"{shown}: name contains a NUL byte", shown)
+            rel = budget.entry(raw, info.file_size, is_dir)
+            if not is_dir:
+                _ratio_error(limits, info.file_size, info.compress_size, limits.max_member_ratio,
+                             f"{shown}", raw)
+            plan.append(_Entry(raw, rel, is_dir, info.file_size, info))
+        _ratio_error(limits, budget.total, size, limits.max_overall_ratio, f"{label}: the archive")
+
+        # Overlap / bounds check (CVE-2024-0450 is not fixed in 3.12.1's zipfile).
+        ordered = sorted(plan, key=lambda e: e.info.header_offset)
+        prev_end = 0
+        for i, entry in enumerate(ordered):
+            info = entry.info
+            shown = _show(entry.raw)
+            if info.header_offset < prev_end:
+                raise ArchiveError("bad_archive", f"{shown}: overlapping zip entries", shown)
+            handle.seek(info.header_offset)
+            header = handle.read(_LFH.size)
+            if len(header) != _LFH.size or header[:4] != b"PK\x03\x04":
+                raise ArchiveError("bad_archive", f"{shown}: bad local file header", shown)
+            fields = _LFH.unpack(header)
+            flags, name_len, extra_len = fields[2], fields[9], fields[10]
+            local_name = handle.read(name_len)
+            encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
+            try:
+                central_name = info.orig_filename.encode(encoding)
+            except UnicodeEncodeError:
+                central_name = None
+            if local_name != central_name:
+                raise ArchiveError(
+                    "bad_archive", f"{shown}: local and central file names differ", shown
+                )
+            if flags & 0x41:
+                raise ArchiveError("encrypted", f"{shown}: encrypted zip members are not allowed", shown)
+            data_start = info.header_offset + _LFH.size + name_len + extra_len
+            data_end = data_start + info.compress_size
+            limit = ordered[i + 1].info.header_offset if i + 1 < len(ordered) else cd_offset
+            if data_end > limit:
+                raise ArchiveError(
+                    "bad_archive",
+                    f"{shown}: zip entry data overlaps the next entry or the central directory",
+                    shown,
+                )
+            entry.info = (info, data_start)
+            prev_end = data_end
+    return plan
+
+
+def _zip_extract(path, plan, writer, limits, state, report):
+    with open(path, "rb") as handle:
+        for entry in plan:
+            if not entry.path:
+                continue
+            if entry.is_dir:
+                writer.directory(entry.path)
+                report.directories.append(entry.path)
+                continue
+            info, data_start = entry.info
+            fd = writer.open_file(entry.path)
+            try:
+                sink = _Sink(fd, entry.path, info.file_size, limits, state)
+                handle.seek(data_start)
+                remaining = info.compress_size
+                crc = 0
+                inflater = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+                while remaining:
+                    chunk = handle.read(min(CHUNK, remaining))
+                    if not chunk:
+                        raise ArchiveError("truncated", f"{_show(entry.path)}: data is cut short", entry.path)
+                    remaining -= len(chunk)
+                    if inflater is None:
+                        crc = zlib.crc32(chunk, crc)
+                        sink.write(chunk)
+                        continue
+                    # Bound every inflate call's output so a bomb never materialises in memory.
+                    data = chunk
+                    while data and not inflater.eof:
+                        try:
+                            out = inflater.decompress(data, CHUNK)
+                        except zlib.error as exc:
+                            raise ArchiveError(
+                                "bad_archive", f"{_show(entry.path)}: corrupt deflate data ({exc})", entry.path
+                            ) from None
+                        crc = zlib.crc32(out, crc)
+                        sink.write(out)
+                        data = inflater.unconsumed_tail
+                    if inflater.eof:
+                        break
+                if inflater is not None and not inflater.eof:
+                    raise ArchiveError("truncated", f"{_show(entry.path)}: deflate stream is cut short", entry.path)
+                if sink.written != info.file_size:
+                    raise ArchiveError(
+                        "bad_archive",
+                        f"{_show(entry.path)}: {sink.written} bytes instead of the declared {info.file_size}",
+                        entry.path,
+                    )
+                if crc != info.CRC:
+                    raise ArchiveError("bad_archive", f"{_show(entry.path)}: CRC-32 mismatch", entry.path)
+            finally:
+                os.close(fd)
+            _record_file(report, entry.path, sink)
+
+
+def _record_file(report, rel, sink):
+    report.files += 1
+    report.total_bytes += sink.written
+    report.members.append(rel)
+    if sink.head.startswith(_ARCHIVE_MAGIC) or (sink.head[:2] == b"\x1f\x8b"):
+        report.nested_archives.append(rel)
+
+
+# ----------------------------------------------------------------------------- tar
+
+
+class _CappedReader:
+    """Forward-only view of a (decompressed) byte stream with a hard cap on bytes delivered,
+    a ratio guard, bounded single reads and short backward seeks into a retained tail."""
+
+    TAIL = 64 * 1024
+
+    def __init__(self, raw, *, cap, max_read, compressed_size, limits, label, gzipped):
+        self.raw, self.cap, self.max_read = raw, cap, max_read
+        self.compressed_size, self.limits, self.label, self.gzipped = compressed_size, limits, label, gzipped
+        self.produced = 0  # bytes pulled from raw
+        self.pos = 0
+        self.tail = b""  # the last bytes pulled, ending at self.produced
+        self.eof = False
+
+    def _pull(self, n):
+        allowed = self.cap - self.produced
+        if allowed <= 0:
+            raise ArchiveError("too_large", f"{self.label}: the tar stream exceeds the size cap")
+        n = min(n, allowed + 1)
+        try:
+            data = self.raw.read(n)
+        except EOFError:
+            raise ArchiveError("truncated", f"{self.label}: compressed data ends early (truncated)") from None
+        except (zlib.error, gzip.BadGzipFile, OSError) as exc:
+            raise ArchiveError("bad_archive", f"{self.label}: corrupt compressed data ({exc})") from None
+        if not data:
+            self.eof = True
+            return b""
+        self.produced += len(data)
+        if self.produced > self.cap:
+            raise ArchiveError(
+                "too_large", f"{self.label}: the tar stream exceeds the size cap of {self.cap} bytes"
+            )
+        if self.gzipped:
+            _ratio_error(self.limits, self.produced, self.compressed_size,
+                         self.limits.max_overall_ratio, f"{self.label}: the gzip stream")
+        self.tail = (self.tail + data)[-self.TAIL :] if len(data) < self.TAIL else data[-self.TAIL :]
+        return data
+
+    def read(self, n=-1):
+        if n is None or n < 0 or n > self.max_read:
+            raise ArchiveError(
+                "bad_archive", f"{self.label}: a tar header asks for an oversized read ({n} bytes)"
+            )
+        out = b""
+        if self.pos < self.produced:  # inside the retained tail
+            start = len(self.tail) - (self.produced - self.pos)
+            out = self.tail[start : start + n]
+            self.pos += len(out)
+        while len(out) < n:
+            data = self._pull(min(max(n - len(out), 64 * 1024), self.max_read))
+            if not data:
+                break
+            need = n - len(out)
+            out += data[:need]
+            self.pos += min(need, len(data))
+            if len(data) > need:
+                # keep the surplus readable by rewinding our logical position only
+                pass
+        return out
+
+    def seek(self, offset, whence=0):
+        if whence == 1:
+            offset += self.pos
+        elif whence == 2:
+            raise OSError(errno.ESPIPE, "cannot seek from the end")
+        if offset < self.produced - len(self.tail):
+            raise OSError(errno.ESPIPE, "cannot seek backwards that far")
+        if offset <= self.produced:
+            self.pos = offset
+            return self.pos
+        self.pos = self.produced
+        while self.pos < offset:
+            data = self._pull(min(CHUNK, offset - self.pos))
+            if not data:
+                break
+            self.pos += len(data)
+        return self.pos
+
+    def tell(self):
+        return self.pos
+
+    def drain(self):
+        while self._pull(CHUNK):
+            pass
+
+
+def _open_tar_stream(path, fmt, limits, label):
+    raw = open(path, "rb")
+    compressed_size = os.fstat(raw.fileno()).st_size
+    stream = gzip.GzipFile(fileobj=raw, mode="rb") if fmt == "tar.gz" else raw
+    overhead = limits.max_entries * 3 * 512 + 4 * limits.max_tar_header_bytes + MiB
+    reader = _CappedReader(
+        stream,
+        cap=limits.max_total_bytes + overhead,
+        max_read=max(CHUNK, limits.max_tar_header_bytes) + 512,
+        compressed_size=compressed_size,
+        limits=limits,
+        label=label,
+        gzipped=fmt == "tar.gz",
+    )
+    return raw, stream, reader
+
+
+def _tar_open(reader, label):
+    try:
+        return tarfile.open(fileobj=reader, mode="r:", encoding="utf-8", errors="surrogateescape")
+    except ArchiveError:
+        raise
+    except Exception as exc:
+        raise ArchiveError("bad_archive", f"{label}: not a readable tar archive ({_show(str(exc))})") from None
+
+
+def _tar_next(tf, label):
+    try:
+        return tf.next()
+    except ArchiveError:
+        raise
+    except tarfile.ReadError as exc:
+        code = "truncated" if "unexpected end" in str(exc) else "bad_archive"
+        raise ArchiveError(code, f"{label}: {'truncated' if code == 'truncated' else 'corrupt'} tar archive ({exc})") from None
+    except Exception as exc:
+        raise ArchiveError("bad_archive", f"{label}: corrupt tar archive ({_show(str(exc))})") from None
+
+
+def _tar_member_check(member, limits):
+    raw = member.name
+    shown = _show(raw)
+    if member.issym() or member.islnk():
+        raise ArchiveError("link_member", f"{shown}: symbolic and hard links are not allowed", shown)
+    if member.ischr() or member.isblk() or member.isfifo():
+        raise ArchiveError("special_member", f"{shown}: device and FIFO entries are not allowed", shown)
+    if member.issparse():
+        raise ArchiveError("special_member", f"{shown}: sparse files are not allowed", shown)
+    if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE, tarfile.DIRTYPE):
+        raise ArchiveError(
+            "special_member", f"{shown}: unsupported tar entry type {member.type!r}", shown
+        )
+    if member.linkname:
+        raise ArchiveError("link_member", f"{shown}: entry carries a link target", shown)
+    _check_mode(member.mode & 0o7777, raw, is_dir=member.isdir())
+
+
+def _tar_plan(path, fmt, limits, label):
+    raw, stream, reader = _open_tar_stream(path, fmt, limits, label)
+    try:
+        tf = _tar_open(reader, label)
+        budget = _Budget(limits)
+        plan = []
+        member = tf.firstmember if tf.firstmember is not None else None
+        first = True
+        while True:
+            if not first or member is None:
+                member = _tar_next(tf, label) if not first else None
+            first = False
+            if member is None:
+                break
+            _tar_member_check(member, limits)
+            rel = budget.entry(member.name, member.size, member.isdir())
+            plan.append(_Entry(member.name, rel, member.isdir(), member.size))
+        # tarfile stops silently at a missing or garbage header: require a zero end block.
+        try:
+            reader.seek(tf.offset)
+            block = reader.read(512)
+        except OSError:
+            block = None
+        if block is None:
+            raise ArchiveError("bad_archive", f"{label}: corrupt tar archive")
+        if len(block) < 512:
+            raise ArchiveError("truncated", f"{label}: the tar end-of-archive marker is missing (truncated)")
+        if block.strip(b"\x00"):
+            raise ArchiveError("bad_archive", f"{label}: invalid tar header at offset {tf.offset}")
+        if fmt == "tar.gz":
+            reader.drain()  # verifies the gzip CRC and detects truncation
+        return plan
+    finally:
+        with contextlib.suppress(Exception):
+            stream.close()
+        raw.close()
+
+
+def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
+    raw, stream, reader = _open_tar_stream(path, fmt, limits, label)
+    try:
+        tf = _tar_open(reader, label)
+        index = 0
+        member = tf.firstmember
+        while member is not None:
+            if index >= len(plan) or plan[index].raw != member.name or plan[index].size != member.size:
+                raise ArchiveError("bad_archive", f"{label}: the tar archive changed between passes")
+            entry = plan[index]
+            index += 1
+            if entry.path:
+                if entry.is_dir:
+                    writer.directory(entry.path)
+                    report.directories.append(entry.path)
+                else:
+                    fd = writer.open_file(entry.path)
+                    try:
+                        sink = _Sink(fd, entry.path, entry.size, limits, state)
+                        try:
+                            src = tf.extractfile(member)
+                            while True:
+                                chunk = src.read(CHUNK)
+                                if not chunk:
+                                    break
+                                sink.write(chunk)
+                        except ArchiveError:
+                            raise
+                        except tarfile.ReadError as exc:
+                            raise ArchiveError("truncated", f"{_show(entry.path)}: data is cut short ({exc})", entry.path) from None
+                        except Exception as exc:
+                            raise ArchiveError("bad_archive", f"{_show(entry.path)}: cannot read ({_show(str(exc))})", entry.path) from None
+                        if sink.written != entry.size:
+                            raise ArchiveError("truncated", f"{_show(entry.path)}: data is cut short", entry.path)
+                    finally:
+                        os.close(fd)
+                    _record_file(report, entry.path, sink)
+            member = _tar_next(tf, label)
+        if index != len(plan):
+            raise ArchiveError("bad_archive", f"{label}: the tar archive changed between passes")
+    finally:
+        with contextlib.suppress(Exception):
+            stream.close()
+        raw.close()
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def safe_extract(
+    archive_path,
+    dest,
+    limits: ArchiveLimits = ArchiveLimits(),
+    claimed_name: str | None = None,
+) -> ExtractReport:
+    """Validate and extract `archive_path` into the empty directory `dest`.
+
+    Raises ArchiveError (and leaves `dest` empty) for anything refused; see the module docstring."""
+    archive_path, dest = Path(archive_path), Path(dest)
+    label = _show(claimed_name or archive_path.name)
+    try:
+        size = os.stat(archive_path).st_size
+    except OSError as exc:
+        raise ArchiveError("bad_archive", f"{label}: cannot read the archive ({exc.strerror})") from None
+    if size > limits.max_compressed_bytes:
+        raise ArchiveError(
+            "too_large", f"{label}: archive is {size} bytes (limit {limits.max_compressed_bytes})"
+        )
+    fmt = detect_format(archive_path, claimed_name)
+
+    if os.path.lexists(dest):
+        st = os.lstat(dest)
+        if not stat.S_ISDIR(st.st_mode):
+            raise ValueError(f"destination {dest} is not a directory")
+        if any(os.scandir(dest)):
+            raise ValueError(f"destination {dest} is not empty")
+    else:
+        os.mkdir(dest, 0o700)
+
+    try:
+        if fmt == "zip":
+            plan = _zip_plan(archive_path, limits, label)
+        else:
+            plan = _tar_plan(archive_path, fmt, limits, label)
+    except ArchiveError:
+        raise
+    except RecursionError:
+        raise ArchiveError("bad_archive", f"{label}: corrupt archive (too deeply nested)") from None
+    except Exception as exc:  # never let a malformed archive become a 500
+        raise ArchiveError("bad_archive", f"{label}: corrupt archive ({_show(str(exc))})") from None
+
+    report = ExtractReport(files=0, total_bytes=0, members=[])
+    state = {"total": 0}
+    writer = _Writer(dest)
+    try:
+        if fmt == "zip":
+            _zip_extract(archive_path, plan, writer, limits, state, report)
+        else:
+            _tar_extract(archive_path, fmt, plan, writer, limits, state, report, label)
+    except BaseException as exc:
+        writer.close()
+        _clear_dir(dest)
+        if isinstance(exc, ArchiveError) or not isinstance(exc, Exception):
+            raise
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # infrastructure, not the submitter's fault
+        raise ArchiveError("bad_archive", f"{label}: corrupt archive ({_show(str(exc))})") from None
+    writer.close()
+    return report
+
+
+# ----------------------------------------------------------------------------- staging
+
+
+def _rmtree(path):
+    def retry(func, p, _exc):
+        with contextlib.suppress(OSError):
+            os.chmod(p, 0o700)
+            func(p)
+
+    if os.path.islink(path) or not os.path.isdir(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    shutil.rmtree(path, onexc=retry)
+
+
+@contextlib.contextmanager
+def staging_dir(root):
+    """A private (0o700) unique folder under `root`, removed when the block exits (always)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
+    os.chmod(path, 0o700)
+    try:
+        yield path
+    finally:
+        _rmtree(path)
+
+
+def _latest_mtime(path: Path, not_before: float) -> float:
+    """Newest mtime in the tree (stops early once something is newer than `not_before`)."""
+    latest = os.lstat(path).st_mtime
+    stack = [path]
+    while stack and latest < not_before:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            latest = max(latest, st.st_mtime)
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    return latest
+
+
+def sweep_stale_staging(root, older_than: timedelta) -> int:
+    """Delete staging folders under `root` untouched for longer than `older_than`; return how many."""
+    root = Path(root)
+    if not root.is_dir():
+        return 0
+    cutoff = time.time() - older_than.total_seconds()
+    removed = 0
+    for entry in os.scandir(root):
+        if not entry.name.startswith(STAGING_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            if _latest_mtime(Path(entry.path), cutoff) >= cutoff:
+                continue
+        except FileNotFoundError:
+            continue
+        _rmtree(entry.path)
+        removed += 1
+    return removed
+
+
+def stream_to_file(src, dest_path, max_bytes: int) -> int:
+    """Copy the file-like `src` to a new file `dest_path` in 1 MiB chunks; raise
+    ArchiveError("too_large") as soon as more than `max_bytes` arrive. The partial file is removed
+    on any error (including a client disconnect raised by `src.read`)."""
+    dest_path = Path(dest_path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(dest_path, flags, 0o600)
+    total = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while True:
+                chunk = src.read(min(CHUNK, max_bytes - total + 1))
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > max_bytes:
+                    raise ArchiveError(
+                        "too_large", f"upload is larger than the limit of {max_bytes} bytes"
+                    )
+                out.write(chunk)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dest_path)
+        raise
+    return total
+
+
+# ----------------------------------------------------------------------------- JSON members
+
+
+def load_member_json(root, member: str, *, max_bytes: int | None = None):
+    """Load the extracted file `member` (a normalised archive path) under `root` with the graders'
+    strict JSON loader (evaluation.graders.base.load_json). Errors are GradingInputError whose
+    message starts with the archive path and gives line and column."""
+    from evaluation.graders import base  # local import: keeps this module import-light
+
+    root = Path(root)
+    rel, _ = _normalise_name(member, ArchiveLimits())
+    target = root / rel
+    real_root = Path(os.path.realpath(root))
+    if not Path(os.path.realpath(target)).is_relative_to(real_root):
+        raise base.GradingInputError(f"{_show(member)}: resolves outside the submission")
+    kwargs = {} if max_bytes is None else {"max_bytes": max_bytes}
+    return base.load_json(target, label=rel, **kwargs)

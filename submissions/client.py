@@ -1,0 +1,124 @@
+"""Submitter client (standard library only, so it runs anywhere Python 3.10+ does):
+
+    python -m submissions.client --url https://leaderboard.example.org --token hab_... \
+        --metadata metadata.yaml jobs/2026-12-02__09-18-40 [more job dirs]
+
+packs the job directories into a .tar.gz (regular files only), uploads it with a progress bar
+and an Idempotency-Key (so a retry after a dropped connection cannot submit twice), then polls
+the submission's status until it is queued or final. Equivalent curl:
+
+    curl -H "Authorization: Token $TOKEN" -H "Idempotency-Key: $(uuidgen)" \
+         -F archive=@run.tar.gz -F metadata=@metadata.yaml $URL/api/v1/submissions/
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.parse
+import uuid
+from pathlib import Path
+
+CHUNK = 1 << 20
+DONE = {"queued", "verified", "discrepancy", "failed", "published", "rejected", "withdrawn"}
+
+
+def pack(job_dirs: list[Path], out: Path) -> Path:
+    """A .tar.gz of the job directories (each under its own name), regular files only."""
+    with tarfile.open(out, "w:gz") as tar:
+        for job in job_dirs:
+            for path in sorted(job.rglob("*")):
+                if path.is_file() and not path.is_symlink():
+                    tar.add(path, arcname=f"{job.name}/{path.relative_to(job).as_posix()}",
+                            recursive=False)
+    return out
+
+
+def _multipart(files: dict[str, Path], boundary: str):
+    parts = []
+    for field, path in files.items():
+        head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; "
+                f"filename=\"{path.name}\"\r\nContent-Type: application/octet-stream\r\n\r\n")
+        parts.append((head.encode(), path))
+    tail = f"--{boundary}--\r\n".encode()
+    length = sum(len(h) + p.stat().st_size + 2 for h, p in parts) + len(tail)
+    return parts, tail, length
+
+
+def upload(url: str, token: str, archive: Path, metadata: Path | None, key: str,
+           out=sys.stderr) -> dict:
+    target = urllib.parse.urlsplit(url.rstrip("/") + "/api/v1/submissions/")
+    conn_cls = http.client.HTTPSConnection if target.scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(target.netloc, timeout=600)
+    boundary = uuid.uuid4().hex
+    files = {"archive": archive, **({"metadata": metadata} if metadata else {})}
+    parts, tail, length = _multipart(files, boundary)
+    conn.putrequest("POST", target.path)
+    for name, value in (("Authorization", f"Token {token}"), ("Idempotency-Key", key),
+                        ("Content-Type", f"multipart/form-data; boundary={boundary}"),
+                        ("Content-Length", str(length))):
+        conn.putheader(name, value)
+    conn.endheaders()
+    sent = 0
+    for head, path in parts:
+        conn.send(head)
+        sent += len(head)
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(CHUNK), b""):
+                conn.send(chunk)
+                sent += len(chunk)
+                out.write(f"\ruploading {sent * 100 // length:3d}% ({sent >> 20} MiB)")
+        conn.send(b"\r\n")
+    conn.send(tail)
+    out.write("\n")
+    resp = conn.getresponse()
+    body = json.loads(resp.read() or b"{}")
+    if resp.status != 201:
+        raise SystemExit(f"upload refused ({resp.status}): {json.dumps(body, indent=1)}")
+    return body
+
+
+def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.stderr) -> dict:
+    sub_id = status_path.rstrip("/").rsplit("/", 1)[-1]
+    target = urllib.parse.urlsplit(url.rstrip("/") + f"/api/v1/submissions/{sub_id}/")
+    while True:
+        conn_cls = (http.client.HTTPSConnection if target.scheme == "https"
+                    else http.client.HTTPConnection)
+        conn = conn_cls(target.netloc, timeout=60)
+        conn.request("GET", target.path, headers={"Authorization": f"Token {token}"})
+        doc = json.loads(conn.getresponse().read())
+        out.write(f"status {doc['status']}, {doc['progress']['done']}/{doc['progress']['total']}"
+                  f" trials, queue position {doc.get('queue_position')}\n")
+        if doc["status"] in DONE:
+            return doc
+        time.sleep(interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("job_dirs", nargs="+", type=Path)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--token", default=os.environ.get("HAB_TOKEN", ""))
+    ap.add_argument("--metadata", type=Path)
+    ap.add_argument("--idempotency-key", default=str(uuid.uuid4()))
+    ap.add_argument("--no-wait", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.token:
+        ap.error("--token or HAB_TOKEN is required")
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = pack(args.job_dirs, Path(tmp) / "run.tar.gz")
+        result = upload(args.url, args.token, archive, args.metadata, args.idempotency_key)
+    print(json.dumps(result))
+    if not args.no_wait:
+        poll(args.url, args.token, result["url"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""Reads for submissions, scoped by who asks: owners see their own, maintainers see all, the
+public sees published ones only. A submission the caller may not see does not exist (404)."""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from submissions.models import Submission, SubmissionEvent, SubmissionStatus, Trial
+
+PUBLIC_STATUSES = (SubmissionStatus.PUBLISHED,)
+
+
+def submissions_visible_to(*, user) -> QuerySet[Submission]:
+    """Every submission this user may see (the single access rule, used by every route)."""
+    qs = Submission.objects.all()
+    if user is not None and user.is_authenticated and user.is_staff:
+        return qs
+    public = Q(status__in=PUBLIC_STATUSES)
+    if user is not None and user.is_authenticated:
+        return qs.filter(public | Q(owner=user))
+    return qs.filter(public)
+
+
+def submission_get_for_user(*, user, pk: int) -> Submission | None:
+    """One visible submission with what its status page shows. Four queries."""
+    return (
+        submissions_visible_to(user=user)
+        .filter(pk=pk)
+        .select_related("agent", "agent__harness", "agent__model", "benchmark_version", "owner")
+        .prefetch_related(
+            # The audit log and validation problems are listed on the page: one query each.
+            Prefetch("events", queryset=SubmissionEvent.objects.select_related("actor")
+                     .order_by("created_at", "pk"), to_attr="event_list"),
+            "problems",
+        )
+        .first()
+    )
+
+
+def submission_list_for_user(*, user, limit: int = 200) -> list[Submission]:
+    """The user's own submissions, newest first. One query."""
+    return list(
+        Submission.objects.filter(owner=user)
+        .select_related("agent", "benchmark_version")
+        .order_by("-created_at")[:limit]
+    )
+
+
+def moderation_queue(*, limit: int = 500) -> list[Submission]:
+    """Submissions a maintainer can act on, oldest first. One query."""
+    return list(
+        Submission.objects.exclude(status__in=[SubmissionStatus.REJECTED,
+                                               SubmissionStatus.WITHDRAWN])
+        .filter(is_reconstructed=False)
+        .select_related("agent", "benchmark_version", "owner")
+        .order_by("created_at")[:limit]
+    )
+
+
+def queue_position(*, submission: Submission) -> int | None:
+    """1-based position among queued submissions (arrival order), or None if not queued."""
+    if submission.status != SubmissionStatus.QUEUED or submission.queued_at is None:
+        return None
+    ahead = Submission.objects.filter(
+        status=SubmissionStatus.QUEUED
+    ).filter(Q(queued_at__lt=submission.queued_at) |
+             Q(queued_at=submission.queued_at, pk__lt=submission.pk)).count()
+    return ahead + 1
+
+
+def trial_get_for_user(*, user, submission_pk: int, trial_pk: int) -> Trial | None:
+    return (
+        Trial.objects.filter(pk=trial_pk, submission_id=submission_pk,
+                             submission__in=submissions_visible_to(user=user))
+        .select_related("submission", "benchmark_task", "submission__agent")
+        .first()
+    )
+
+
+def trial_list(*, submission: Submission) -> list[Trial]:
+    return list(submission.trials.select_related("benchmark_task").order_by(
+        "benchmark_task__position", "benchmark_task__name", "attempt"))

@@ -1,0 +1,23 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from submissions import views
+
+urlpatterns = [
+    path("accounts/signup/", views.sign_up, name="signup"),
+    path("accounts/login/", auth_views.LoginView.as_view(
+        template_name="submissions/login.html"), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/", views.show_account, name="account"),
+    path("account/tokens/", views.create_token, name="token-create"),
+    path("account/tokens/<int:token_id>/revoke/", views.revoke_token, name="token-revoke"),
+    path("submit/", views.submit_agent, name="submit"),
+    path("submissions/<int:pk>/", views.show_submission, name="submission-status"),
+    path("submissions/<int:pk>/<slug:action>/", views.moderate_submission,
+         name="submission-moderate"),
+    path("moderation/", views.list_moderation, name="moderation"),
+    path("submissions/<int:pk>/trials/<int:trial_pk>/trajectory/", views.show_trajectory,
+         name="trajectory"),
+    path("submissions/<int:pk>/trials/<int:trial_pk>/trajectory.json",
+         views.download_trajectory, name="trajectory-download"),
+]

@@ -1,0 +1,173 @@
+"""HTML pages for accounts, tokens, uploads, status, moderation and trajectories. Thin: each
+view parses input, calls one service or selector, renders. Foreign ids answer 404."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required, user_passes_test
+from django.core.files.storage import default_storage
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from submissions import selectors, services
+from submissions.api import submission_status_payload
+from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
+from submissions.intake import SubmissionRejected, submission_receive
+from submissions.models import ApiToken, SubmissionStatus
+from submissions.trajectory import trajectory_steps
+from submissions.uploads import request_upload_too_large
+
+staff_required = user_passes_test(lambda u: u.is_active and u.is_staff)
+
+
+@require_http_methods(["GET", "POST"])
+def sign_up(request: HttpRequest) -> HttpResponse:
+    form = SignUpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user)
+        return redirect("account")
+    return render(request, "submissions/signup.html", {"form": form})
+
+
+@login_required
+@require_GET
+def show_account(request: HttpRequest) -> HttpResponse:
+    tokens = ApiToken.objects.filter(user=request.user, revoked_at__isnull=True)
+    return render(request, "submissions/account.html", {
+        "tokens": list(tokens), "form": TokenForm(),
+        "submissions": selectors.submission_list_for_user(user=request.user),
+        "new_token": request.session.pop("new_token", None),
+    })
+
+
+@login_required
+@require_POST
+def create_token(request: HttpRequest) -> HttpResponse:
+    form = TokenForm(request.POST)
+    if form.is_valid():
+        _token, raw = services.token_issue(user=request.user, name=form.cleaned_data["name"])
+        # Shown once on the next page, then gone from the session.
+        request.session["new_token"] = raw
+    return redirect("account")
+
+
+@login_required
+@require_POST
+def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
+    if not services.token_revoke(user=request.user, token_id=token_id):
+        raise Http404("no such token")
+    messages.info(request, "Token revoked.")
+    return redirect("account")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit_agent(request: HttpRequest) -> HttpResponse:
+    form = UploadForm(request.POST or None, request.FILES or None)
+    problems, status = [], 200
+    if request.method == "POST":
+        if request_upload_too_large(request):
+            problems, status = [{"code": "too_large", "path": "archive",
+                                 "message": "the upload is larger than the limit"}], 413
+        elif form.is_valid():
+            meta = form.cleaned_data.get("metadata")
+            try:
+                submission, _ = submission_receive(
+                    owner=request.user,
+                    archive_path=Path(form.cleaned_data["archive"].temporary_file_path()),
+                    metadata_text=meta.read(64 * 1024).decode("utf-8", "replace") if meta else "")
+            except SubmissionRejected as exc:
+                problems, status = [p.as_dict() for p in exc.problems], 400
+            except services.QuotaExceeded as exc:
+                problems, status = [{"code": exc.code, "path": "", "message": str(exc)}], 429
+            else:
+                return redirect("submission-status", pk=submission.pk)
+    return render(request, "submissions/submit.html", {"form": form, "problems": problems},
+                  status=status)
+
+
+@require_GET
+def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
+    user = request.user if request.user.is_authenticated else None
+    submission = selectors.submission_get_for_user(user=user, pk=pk)
+    if submission is None:
+        raise Http404("no such submission")
+    private = user is not None and (user.is_staff or submission.owner_id == user.pk)
+    return render(request, "submissions/status.html", {
+        "submission": submission, "private": private,
+        "status_json": submission_status_payload(submission, include_private=private),
+        "trials": selectors.trial_list(submission=submission),
+        "reason_form": ReasonForm(), "statuses": SubmissionStatus,
+    })
+
+
+@staff_required
+@require_GET
+def list_moderation(request: HttpRequest) -> HttpResponse:
+    return render(request, "submissions/moderation.html",
+                  {"submissions": selectors.moderation_queue(), "reason_form": ReasonForm()})
+
+
+@staff_required
+@require_POST
+def moderate_submission(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    submission = selectors.submission_get_for_user(user=request.user, pk=pk)
+    if submission is None:
+        raise Http404("no such submission")
+    form = ReasonForm(request.POST)
+    reason = form.data.get("reason", "")
+    try:
+        if action == "publish":
+            services.submission_publish(submission=submission, actor=request.user)
+        elif action == "reject":
+            services.submission_reject(submission=submission, actor=request.user, reason=reason)
+        elif action == "withdraw":
+            services.submission_withdraw(submission=submission, actor=request.user,
+                                         reason=reason)
+        else:
+            raise Http404("unknown action")
+    except services.SubmissionError as exc:
+        messages.error(request, str(exc))
+    return redirect("submission-status", pk=pk)
+
+
+def _trial_file(request: HttpRequest, pk: int, trial_pk: int):
+    user = request.user if request.user.is_authenticated else None
+    trial = selectors.trial_get_for_user(user=user, submission_pk=pk, trial_pk=trial_pk)
+    if trial is None or not trial.trajectory_path:
+        raise Http404("no trajectory for this trial")
+    return trial, f"{trial.submission.files_prefix}/{trial.trajectory_path}"
+
+
+@require_GET
+def show_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> HttpResponse:
+    trial, name = _trial_file(request, pk, trial_pk)
+    with default_storage.open(name, "rb") as fh:
+        raw = fh.read(20 * 1024 * 1024)
+    try:
+        steps = trajectory_steps(json.loads(raw))
+    except (ValueError, RecursionError):
+        steps = None
+    return render(request, "submissions/trajectory.html", {"trial": trial, "steps": steps})
+
+
+@require_GET
+def download_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> FileResponse:
+    trial, name = _trial_file(request, pk, trial_pk)
+    if trial.submission.status != SubmissionStatus.PUBLISHED and not (
+        request.user.is_authenticated
+        and (request.user.is_staff or trial.submission.owner_id == request.user.pk)
+    ):
+        raise Http404("no such trajectory")
+    response = FileResponse(default_storage.open(name, "rb"), as_attachment=True,
+                            filename=f"submission-{pk}-trial-{trial_pk}-trajectory.json",
+                            content_type="application/octet-stream")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
