@@ -84,6 +84,12 @@ _db_default = {"default": f"sqlite:///{BASE_DIR / 'db.sqlite3'}"} if DEBUG else 
 DATABASES = {"default": env.db_url_config(_env_or_file("DATABASE_URL", **_db_default))}
 # Persistent connections in production; 0 keeps tests and runserver simple.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file (not :memory:) so tests that use several threads share one test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
+    # IMMEDIATE transactions take the write lock up front: concurrent writers wait (timeout)
+    # instead of failing with "database is locked" when a read lock cannot be upgraded.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
@@ -209,3 +215,66 @@ FILE_UPLOAD_HANDLERS = [
 # Multipart field/file counts (CVE-2023-24580 hardening).
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 100
 DATA_UPLOAD_MAX_NUMBER_FILES = 4
+
+# --- Verification (evaluation/verification.py, evaluation/tasks.py) ---
+# Queues (R17): `web` for light jobs (reaper, mail), `evaluation` for container jobs; production
+# evaluation workers consume only `evaluation` with --concurrency sized to their machine.
+VERIFICATION_QUEUE = env.str("VERIFICATION_QUEUE", default="evaluation")
+CELERY_TASK_ROUTES = {
+    "evaluation.verify_submission": {"queue": VERIFICATION_QUEUE},
+    "evaluation.reap_stuck_submissions": {"queue": CELERY_TASK_DEFAULT_QUEUE},
+}
+# Hard limit of one verification job (all its re-grades, replays and re-runs); the soft limit
+# leaves a cleanup margin for removing containers (R18).
+VERIFICATION_TIME_LIMIT_S = env.int("VERIFICATION_TIME_LIMIT_S", default=4 * 3600)
+VERIFICATION_SOFT_TIME_LIMIT_S = env.int(
+    "VERIFICATION_SOFT_TIME_LIMIT_S", default=VERIFICATION_TIME_LIMIT_S - 300
+)
+# The broker must not redeliver a running job: its visibility timeout exceeds the job limit (R3).
+if "visibility_timeout" in CELERY_BROKER_TRANSPORT_OPTIONS:
+    CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = max(
+        CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"], VERIFICATION_TIME_LIMIT_S + 1800
+    )
+# Publishing fails fast when the broker is down; the reconciler re-publishes later (R5).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1,
+}
+# Claims per job before it is failed as an infrastructure problem (R4); never scored.
+VERIFICATION_MAX_ATTEMPTS = env.int("VERIFICATION_MAX_ATTEMPTS", default=3)
+# First retry delay after an infrastructure error; doubles per retry (Celery retry_backoff).
+VERIFICATION_RETRY_BACKOFF_S = env.int("VERIFICATION_RETRY_BACKOFF_S", default=30)
+# A running job writes heartbeat_at this often; older than STALE_AFTER it is taken back (R19).
+VERIFICATION_HEARTBEAT_S = env.float("VERIFICATION_HEARTBEAT_S", default=30.0)
+VERIFICATION_STALE_AFTER_S = env.int("VERIFICATION_STALE_AFTER_S", default=600)
+# Pending jobs published longer ago than this are published again (duplicates are no-ops).
+VERIFICATION_REPUBLISH_AFTER_S = env.int("VERIFICATION_REPUBLISH_AFTER_S", default=1800)
+# Rows the reaper handles per run (bounded batch).
+VERIFICATION_REAPER_BATCH = env.int("VERIFICATION_REAPER_BATCH", default=50)
+# Trials graded at once inside one job (threads; each runs its own containers).
+VERIFICATION_PARALLEL_TRIALS = env.int("VERIFICATION_PARALLEL_TRIALS", default=2)
+# Which checks run: any of regrade, replay, rerun.
+VERIFICATION_CHECKS = env.list("VERIFICATION_CHECKS", default=["regrade", "replay", "rerun"])
+# Replay sample: every passing trial (when true) plus this many failing ones; capped in total.
+VERIFICATION_REPLAY_PASSING = env.bool("VERIFICATION_REPLAY_PASSING", default=True)
+VERIFICATION_REPLAY_FAILING = env.int("VERIFICATION_REPLAY_FAILING", default=3)
+VERIFICATION_REPLAY_MAX = env.int("VERIFICATION_REPLAY_MAX", default=200)
+# Re-run sample: this many tasks, each run this many times, with the submission's agent.
+VERIFICATION_RERUN_TASKS = env.int("VERIFICATION_RERUN_TASKS", default=3)
+VERIFICATION_RERUN_ATTEMPTS = env.int("VERIFICATION_RERUN_ATTEMPTS", default=1)
+# Two-sided Fisher exact test level for "re-run success differs from the claim".
+VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
+# Command agents the site can run, by harness slug (JSON): {"codex": {"install": "...",
+# "run": "codex exec {instruction_file}", "env": ["OPENAI_API_KEY"]}}. oracle, nop and replay
+# are built in. API keys named in "env" are read from VERIFICATION_AGENT_SECRETS.
+VERIFICATION_COMMAND_AGENTS = env.json("VERIFICATION_COMMAND_AGENTS", default={})
+VERIFICATION_AGENT_SECRETS = env.json("VERIFICATION_AGENT_SECRETS", default={})
+# Stand-in X-ray judge served to the verifier over an internal network (dev and tests); empty
+# means the task's judge URL must be reachable from the verifier (see the README).
+VERIFICATION_JUDGE_STANDIN = env.str("VERIFICATION_JUDGE_STANDIN", default="")
+# Periodic jobs, declared in one place (R20). Every 60 s: https://crontab.guru/#*_*_*_*_*
+CELERY_BEAT_SCHEDULE = {
+    "reap-stuck-submissions": {
+        "task": "evaluation.reap_stuck_submissions",
+        "schedule": env.float("VERIFICATION_REAPER_INTERVAL_S", default=60.0),
+    },
+}

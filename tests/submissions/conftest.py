@@ -1,0 +1,50 @@
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.utils import timezone
+
+from submissions.models import SubmissionStatus, Trial
+from tests.factories import BenchmarkTaskFactory, SubmissionFactory
+
+
+@pytest.fixture
+def owner(db):
+    return get_user_model().objects.create_user("owner", "owner@example.org", "pw-owner-123!")
+
+
+@pytest.fixture
+def stranger(db):
+    return get_user_model().objects.create_user("stranger", "s@example.org", "pw-stranger-123!")
+
+
+@pytest.fixture
+def maintainer(db):
+    return get_user_model().objects.create_user("maint", "m@example.org", "pw-maint-123!",
+                                                is_staff=True)
+
+
+@pytest.fixture
+def owned_submission(owner, tmp_path, settings):
+    """A queued upload owned by `owner`, with one trial and a stored trajectory."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    sub = SubmissionFactory(owner=owner, status=SubmissionStatus.QUEUED, published_at=None,
+                            queued_at=timezone.now(),
+                            files_prefix="submissions/test/tree", trials_total=1)
+    task = BenchmarkTaskFactory(category__benchmark_version=sub.benchmark_version)
+    trajectory = {"schema_version": "ATIF-v1.7", "session_id": "s",
+                  "agent": {"name": "oracle", "version": "1"},
+                  "steps": [{"step_id": 1, "source": "agent",
+                             "message": "<script>alert('x')</script>",
+                             "tool_calls": [{"tool_call_id": "c1", "function_name": "Bash",
+                                             "arguments": {"command": "echo hi"}}],
+                             "observation": {"results": [{"source_call_id": "c1",
+                                                          "content": "hi\n" * 2000}]}}]}
+    default_storage.save("submissions/test/tree/job/t1/agent/trajectory.json",
+                         ContentFile(json.dumps(trajectory).encode()))
+    Trial.objects.create(submission=sub, benchmark_task=task, attempt=1, outcome="passed",
+                         success=True, reward=1.0, trial_dir="job/t1",
+                         trajectory_path="job/t1/agent/trajectory.json")
+    return sub

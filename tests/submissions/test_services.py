@@ -1,0 +1,106 @@
+"""Tokens, the daily quota, and the status state machine."""
+
+import threading
+from datetime import date
+
+import pytest
+from django.db import connection
+
+from submissions import services
+from submissions.models import DailyQuota, Submission, SubmissionEvent, SubmissionStatus
+
+
+def test_issued_token_authenticates_and_revoked_token_does_not(owner):
+    token, raw = services.token_issue(user=owner, name="cli")
+    assert raw.startswith(f"hab_{token.prefix}_")
+    assert token.key_sha256 != raw and raw not in token.key_sha256
+    assert services.token_authenticate(raw=raw) == owner
+    assert services.token_authenticate(raw=raw + "x") is None
+    assert services.token_revoke(user=owner, token_id=token.pk)
+    assert services.token_authenticate(raw=raw) is None
+
+
+def test_a_user_cannot_revoke_someone_elses_token(owner, stranger):
+    token, _ = services.token_issue(user=owner)
+    assert not services.token_revoke(user=stranger, token_id=token.pk)
+
+
+def test_quota_allows_exactly_the_daily_limit(owner, settings):
+    settings.SUBMISSION_DAILY_QUOTA = 2
+    day = date(2026, 12, 2)
+    assert services.quota_consume(user=owner, today=day) == 1
+    assert services.quota_consume(user=owner, today=day) == 2
+    with pytest.raises(services.QuotaExceeded):
+        services.quota_consume(user=owner, today=day)
+    assert services.quota_consume(user=owner, today=date(2026, 12, 3)) == 1
+
+
+def test_maintainers_have_no_quota(maintainer, settings):
+    settings.SUBMISSION_DAILY_QUOTA = 0
+    assert services.quota_consume(user=maintainer) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_quota_takes_exactly_the_limit(settings):
+    """A10: 20 parallel takers against a quota of 5 -> exactly 5 succeed (real concurrency)."""
+    from django.contrib.auth import get_user_model
+
+    settings.SUBMISSION_DAILY_QUOTA = 5
+    user = get_user_model().objects.create_user("racer")
+    results: list[str] = []
+    barrier = threading.Barrier(20)
+
+    def take():
+        barrier.wait()
+        try:
+            services.quota_consume(user=user)
+            results.append("ok")
+        except services.QuotaExceeded:
+            results.append("quota")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=take) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count("ok") == 5 and results.count("quota") == 15
+    assert DailyQuota.objects.get(user=user).used == 5
+
+
+def test_transitions_follow_the_state_machine_and_are_audited(owned_submission, maintainer):
+    sub = services.submission_transition(submission=owned_submission,
+                                         to_status=SubmissionStatus.VERIFYING, actor=None)
+    assert sub.status == SubmissionStatus.VERIFYING
+    with pytest.raises(services.InvalidTransition):
+        services.submission_transition(submission=sub, to_status=SubmissionStatus.QUEUED)
+    services.submission_transition(submission=sub, to_status=SubmissionStatus.VERIFIED)
+    services.submission_publish(submission=sub, actor=maintainer)
+    sub.refresh_from_db()
+    assert sub.status == SubmissionStatus.PUBLISHED and sub.published_at is not None
+    events = list(SubmissionEvent.objects.filter(submission=sub).values_list(
+        "from_status", "to_status"))
+    assert events == [("queued", "verifying"), ("verifying", "verified"),
+                      ("verified", "published")]
+    with pytest.raises(services.InvalidTransition):
+        services.submission_transition(submission=sub, to_status=SubmissionStatus.QUEUED)
+
+
+def test_publishing_updates_the_leaderboard_in_the_same_transaction(owned_submission, maintainer):
+    from leaderboard.models import LeaderboardEntry
+
+    services.submission_publish(submission=owned_submission, actor=maintainer)
+    entry = LeaderboardEntry.objects.get(submission=owned_submission)
+    assert (entry.successes, entry.attempts) == (1, 1)
+    services.submission_withdraw(submission=owned_submission, actor=maintainer, reason="fraud")
+    assert not LeaderboardEntry.objects.filter(submission=owned_submission).exists()
+
+
+def test_rejection_needs_a_reason_and_is_final(owned_submission, maintainer):
+    with pytest.raises(services.SubmissionError):
+        services.submission_reject(submission=owned_submission, actor=maintainer, reason=" ")
+    sub = services.submission_reject(submission=owned_submission, actor=maintainer,
+                                     reason="duplicate")
+    assert sub.is_final and sub.status_reason == "duplicate"
+    assert Submission.objects.get(pk=sub.pk).status == SubmissionStatus.REJECTED
