@@ -13,6 +13,7 @@ urlpatterns = [
     path("tasks/<slug:category>/<slug:case>/", views.show_task, name="task"),
     path("agents/<slug:slug>/", views.show_agent, name="agent"),
     path("methods/", views.show_methods, name="methods"),
+    path("contribute/", views.show_contribute, name="contribute"),
     path("healthz", views.healthz, name="healthz"),
     path("<slug:table>.csv", views.download_csv, name="csv"),
 ]

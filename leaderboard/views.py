@@ -178,6 +178,11 @@ def show_methods(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def show_contribute(request: HttpRequest) -> HttpResponse:
+    return render(request, "leaderboard/contribute.html", {})
+
+
+@require_GET
 def download_csv(request: HttpRequest, table: str) -> HttpResponse:
     builder = tables.TABLES.get(table)
     if builder is None:

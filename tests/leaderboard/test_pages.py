@@ -99,3 +99,9 @@ def test_load_demo_is_idempotent(db):
              list(Trial.objects.order_by("pk").values_list("pk", "updated_at")[:50]))
     assert before == after
     assert before[:2] == (10, 1620)
+
+
+def test_contribute_page_explains_format_checklist_and_ci(client, db):
+    body = client.get("/contribute/").content.decode()
+    for phrase in ("task.toml", "validate_task", "How CI validates", "SYNTHETIC", "recall@50"):
+        assert phrase in body
