@@ -1,0 +1,746 @@
+"""Read an extracted upload tree of Harbor job directories into plain ``ParsedTrial`` records.
+
+Pure Python (pydantic + the graders' defensive JSON loader); no Django, so it is testable with
+``-p no:django`` and usable from a worker.
+
+What ``harbor run`` writes (../shared/docs/harbor-formats.md sections 2 and 8)::
+
+    <job>/config.json result.json job.log [lock.json]          (job level)
+    <job>/<task short name>__<7 chars>/                          (one per trial)
+        config.json result.json trial.log [lock.json] [exception.txt]
+        agent/  (trajectory.json = ATIF, oracle.txt, ...)
+        verifier/ (reward.json | reward.txt, test-stdout.txt, ...)
+        artifacts/ (0.2x: manifest.json + mirrored absolute paths, e.g. workspace/submission.json)
+
+Both generations are accepted: Harbor 0.1.x (``orchestrator`` block, ``n_trials`` stats, no
+lock.json/artifacts) and 0.2x (top-level ``retry``, lock.json with the task's content digest,
+``exclude_defaults`` dumps in which absent keys mean the defaults). Unknown keys are ignored.
+Harbor 0.1.x does not collect artifacts; submitters copy the agent's output into the 0.2x
+mirrored place, ``<trial>/artifacts/<absolute path without the leading />``.
+
+Outcome of a trial (from ``exception_info.exception_type``; see ``outcome_for``):
+
+* no exception: ``passed`` if reward >= 1, ``failed`` if a reward < 1 was recorded, and
+  ``infra_error`` when no reward exists at all (the verifier produced no grade);
+* ``AgentTimeoutError`` -> ``timeout`` (even when the verifier still ran and wrote a reward);
+* agent-side exceptions -> ``agent_error``: ``NonZeroAgentExitCodeError`` and its subclasses
+  (``ApiError``, ``ApiRateLimitError``, ``ContextWindowExceededError``,
+  ``OutputTokenExceededError``, ``AgentAuthenticationError``, ``ModelNotFoundError``, ...), ``PermissionError``, and any
+  unknown exception type whose name starts with ``Agent``/``Api`` or mentions ``Model``/``Token``;
+* everything else -> ``infra_error``: environment start/build/health-check errors
+  (``EnvironmentStartTimeoutError``, ``SandboxBuildFailedError``, ``HealthcheckError``, Docker
+  errors), ``AgentSetupTimeoutError`` (the agent never got the task), ``CancelledError`` and the
+  verifier's own failures (``RewardFileNotFoundError``, ``RewardFileEmptyError``,
+  ``VerifierOutputParseError``, ``VerifierTimeoutError``, ``AddTestsDirError``,
+  ``DownloadVerifierDirError``). Terminal-Bench's scoring (section 4.3) counts
+  ``RewardFileNotFoundError`` and ``VerifierTimeoutError`` as failures; here the verifier is this
+  site's own grader (its tests write no reward file exactly when grading was impossible, e.g. the
+  X-ray judge is down) and the site re-grades every trial from the collected output, so a verifier
+  failure says nothing about the agent and must not be charged to it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import stat
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from evaluation.graders.base import GradingInputError, load_json
+
+# Caps for the files read here (the archive itself is capped before extraction).
+MAX_CONFIG_BYTES = 2 * 1024 * 1024  # config.json / lock.json / reward.json / manifest.json
+MAX_RESULT_BYTES = 32 * 1024 * 1024  # result.json (rollout_details with logprobs can be large)
+MAX_REWARD_TXT_BYTES = 1024
+MAX_SCAN_DEPTH = 6  # directories below the tree root searched for job directories
+MAX_TRIALS = 5000
+MAX_MESSAGE_CHARS = 2000
+
+# Directories directly under a job directory that are never trials.
+NON_TRIAL_DIRS = frozenset({"__MACOSX", ".git"})
+
+TIMEOUT = "timeout"
+AGENT_ERROR = "agent_error"
+INFRA_ERROR = "infra_error"
+PASSED = "passed"
+FAILED = "failed"
+OUTCOMES = (PASSED, FAILED, TIMEOUT, AGENT_ERROR, INFRA_ERROR)
+
+TIMEOUT_EXCEPTIONS = frozenset({"AgentTimeoutError"})
+AGENT_EXCEPTIONS = frozenset({
+    "NonZeroAgentExitCodeError", "PermissionError",
+    "ApiError", "ApiRateLimitError", "ApiUsageLimitError", "ApiInternalServerError",
+    "ApiOverloadedError", "ApiConnectionClosedError", "ApiResponseStalledError",
+    "OutputTokenExceededError", "ContextWindowExceededError", "UnknownApiError",
+    "ApiProviderResourceNotFoundError", "AgentSafetyRefusalError", "AgentAuthenticationError",
+    "ModelNotFoundError", "NetworkConnectionError",
+})
+INFRA_EXCEPTIONS = frozenset({
+    "AgentSetupTimeoutError", "EnvironmentStartTimeoutError", "HealthcheckError",
+    "SandboxBuildFailedError", "CancelledError", "AddTestsDirError", "DownloadVerifierDirError",
+    "RewardFileNotFoundError", "RewardFileEmptyError", "VerifierOutputParseError",
+    "VerifierTimeoutError",
+})
+
+# Integrity (Terminal-Bench 4.2 / our section 7.4): these must be absent/null ...
+MULTIPLIER_KEYS = ("timeout_multiplier", "agent_timeout_multiplier", "verifier_timeout_multiplier",
+                   "agent_setup_timeout_multiplier", "environment_build_timeout_multiplier")
+_OVERRIDE_KEY_RE = re.compile(r"^(override_.+|max_timeout_sec|.*timeout_sec)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem; ``path`` names the file or trial directory (tree-relative)."""
+
+    code: str
+    path: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"code": self.code, "path": self.path, "message": self.message}
+
+
+# ------------------------------------------------------------------ pydantic views (lenient)
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class HarborAgentConfig(_Lenient):
+    name: str | None = None
+    import_path: str | None = None
+    model_name: str | None = None
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("kwargs", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value):
+        return {} if value is None else value
+
+
+class HarborVerifierConfig(_Lenient):
+    disable: bool = False
+
+    @field_validator("disable", mode="before")
+    @classmethod
+    def _none_false(cls, value):
+        return False if value is None else value
+
+
+class HarborTaskConfig(_Lenient):
+    path: str | None = None
+    name: str | None = None
+    ref: str | None = None
+    git_url: str | None = None
+    git_commit_id: str | None = None
+
+
+class HarborTrialConfig(_Lenient):
+    trial_name: str | None = None
+    task: HarborTaskConfig = Field(default_factory=HarborTaskConfig)
+    timeout_multiplier: float | None = None
+    agent: HarborAgentConfig = Field(default_factory=HarborAgentConfig)
+    verifier: HarborVerifierConfig = Field(default_factory=HarborVerifierConfig)
+    artifacts: list[Any] = Field(default_factory=list)
+
+
+class HarborModelInfo(_Lenient):
+    name: str | None = None
+    provider: str | None = None
+
+
+class HarborAgentInfo(_Lenient):
+    name: str | None = None
+    version: str | None = None
+    model_info: HarborModelInfo | None = None
+
+
+class HarborAgentResult(_Lenient):
+    n_input_tokens: int | None = Field(default=None, ge=0)
+    n_cache_tokens: int | None = Field(default=None, ge=0)
+    n_output_tokens: int | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+
+
+class HarborVerifierResult(_Lenient):
+    rewards: dict[str, float | int | None] | None = None
+
+
+class HarborExceptionInfo(_Lenient):
+    exception_type: str | None = None
+    exception_message: str | None = None
+
+
+class HarborTiming(_Lenient):
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class HarborTrialResult(_Lenient):
+    task_name: str | None = None
+    trial_name: str | None = None
+    task_id: dict[str, Any] | None = None
+    source: str | None = None
+    task_checksum: str | None = None
+    agent_info: HarborAgentInfo | None = None
+    agent_result: HarborAgentResult | None = None
+    verifier_result: HarborVerifierResult | None = None
+    exception_info: HarborExceptionInfo | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    agent_setup: HarborTiming | None = None
+    agent_execution: HarborTiming | None = None
+    verifier: HarborTiming | None = None
+
+    @field_validator("task_id", mode="before")
+    @classmethod
+    def _task_id_object(cls, value):
+        # H01 wrote {"path": ...}; some dumps are a bare string.
+        return {"path": value} if isinstance(value, str) else value
+
+
+# ------------------------------------------------------------------ parsed records
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """The agent configuration that must be identical across a submission's trials."""
+
+    name: str | None
+    import_path: str | None
+    model_name: str | None
+    kwargs: tuple[tuple[str, str], ...] = ()  # sorted (key, repr(value)) pairs
+
+    @classmethod
+    def from_config(cls, cfg: HarborAgentConfig) -> AgentSpec:
+        return cls(cfg.name, cfg.import_path, cfg.model_name,
+                   tuple(sorted((str(k), repr(v)) for k, v in cfg.kwargs.items())))
+
+    @property
+    def model_provider(self) -> str | None:
+        if self.model_name and "/" in self.model_name:
+            return self.model_name.split("/", 1)[0]
+        return None
+
+    @property
+    def model_short_name(self) -> str | None:
+        if self.model_name and "/" in self.model_name:
+            return self.model_name.split("/", 1)[1]
+        return self.model_name
+
+    def describe(self) -> str:
+        who = self.name or self.import_path or "?"
+        kw = ", ".join(f"{k}={v}" for k, v in self.kwargs)
+        return f"{who} / model {self.model_name or 'none'}" + (f" / kwargs {{{kw}}}" if kw else "")
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "import_path": self.import_path,
+                "model_name": self.model_name, "kwargs": dict(self.kwargs)}
+
+
+@dataclass
+class ParsedTrial:
+    job_dir: str
+    trial_dir: str  # tree-relative POSIX path
+    trial_name: str
+    harbor_version: str | None = None  # from job lock.json (0.2x) when present
+    has_result: bool = False
+    has_config: bool = False
+    task_name: str | None = None  # as Harbor recorded it (result.json task_name)
+    task_path: str | None = None  # task_id.path / config task.path
+    task_digest: str | None = None  # lock.json task.digest, hex without "sha256:" (0.2x)
+    task_checksum: str | None = None  # result.json task_checksum (dirhash of the task dir)
+    attempt: int = 0
+    reward: float | None = None
+    rewards: dict[str, float] = field(default_factory=dict)
+    reward_source: str | None = None
+    reward_file_values: dict[str, float] = field(default_factory=dict)  # file -> reward
+    outcome: str = INFRA_ERROR
+    exception_type: str | None = None
+    exception_message: str | None = None
+    cost_usd: float | None = None
+    cost_computed: bool = False
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    duration_s: float | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    agent: AgentSpec | None = None
+    agent_info_name: str | None = None
+    agent_version: str | None = None
+    timeout_multiplier: float = 1.0
+    overrides: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
+    verifier_disabled: bool = False
+    agent_ran: bool = False
+    trajectory_path: str | None = None
+    artifacts_dir: str | None = None
+    manifest: list[dict] = field(default_factory=list)
+    artifact_paths: list[str] = field(default_factory=list)  # filled by validation
+    spec_task: str | None = None  # benchmark task name, filled by validation
+
+    @property
+    def success(self) -> bool:
+        return self.outcome == PASSED
+
+    def model_fields(self) -> dict:
+        """The values a ``submissions.Trial`` row takes from this trial (besides FKs)."""
+        return {
+            "attempt": self.attempt, "outcome": self.outcome, "reward": self.reward,
+            "success": self.success, "cost_usd": self.cost_usd,
+            "input_tokens": self.input_tokens, "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens, "duration_s": self.duration_s,
+            "trial_dir": self.trial_dir, "trajectory_path": self.trajectory_path or "",
+            "artifact_paths": list(self.artifact_paths), "cost_computed": self.cost_computed,
+        }
+
+
+@dataclass
+class ParsedJob:
+    job_dir: str
+    config: dict
+    harbor_version: str | None
+    agents: list[AgentSpec]
+    problems_at: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ParsedTree:
+    jobs: list[ParsedJob]
+    trials: list[ParsedTrial]
+    problems: list[Problem]
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def rel(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_json(root: Path, path: Path, problems: list[Problem], *, code: str,
+              max_bytes: int = MAX_CONFIG_BYTES):
+    """Load a JSON file with the graders' strict loader; a problem (and None) on failure."""
+    label = rel(root, path)
+    try:
+        return load_json(path, label=label, max_bytes=max_bytes)
+    except GradingInputError as exc:
+        problems.append(Problem(code, label, str(exc)))
+        return None
+
+
+def _validate(model: type[BaseModel], data, root: Path, path: Path, problems: list[Problem],
+              code: str):
+    if not isinstance(data, dict):
+        problems.append(Problem(code, rel(root, path), "must be a JSON object"))
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        detail = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                           for e in exc.errors()[:5])
+        problems.append(Problem(code, rel(root, path), f"not a Harbor file of this kind: {detail}"))
+        return None
+
+
+def parse_timestamp(value: str | None) -> datetime | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    a, b = parse_timestamp(start), parse_timestamp(end)
+    if a is None or b is None:
+        return None
+    if (a.tzinfo is None) != (b.tzinfo is None):
+        a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
+    seconds = (b - a).total_seconds()
+    return seconds if seconds >= 0 else None
+
+
+def outcome_for(exception_type: str | None, reward: float | None) -> str:
+    """Map Harbor's exception type (+ reward) to an outcome class (module docstring)."""
+    if exception_type:
+        if exception_type in TIMEOUT_EXCEPTIONS:
+            return TIMEOUT
+        if exception_type in AGENT_EXCEPTIONS:
+            return AGENT_ERROR
+        if exception_type in INFRA_EXCEPTIONS:
+            return INFRA_ERROR
+        if re.match(r"^(Agent|Api)", exception_type) or re.search(r"Model|Token",
+                                                                   exception_type):
+            return AGENT_ERROR
+        return INFRA_ERROR
+    if reward is None:
+        return INFRA_ERROR
+    return PASSED if reward >= 1 else FAILED
+
+
+def find_overrides(config: dict, *, prefix: str = "") -> dict[str, Any]:
+    """Timeout multipliers other than 1.0 and every non-null timeout/resource override in a
+    (job or trial) config dump: top level, ``agent``/``agents[i]``, ``verifier``,
+    ``environment`` (never inside ``kwargs``/``env``, which hold the agent's own settings)."""
+    found: dict[str, Any] = {}
+    if not isinstance(config, dict):
+        return found
+    for key in MULTIPLIER_KEYS:
+        value = config.get(key)
+        if value is not None and value != 1.0 and value != 1:
+            found[f"{prefix}{key}"] = value
+    for key, value in config.items():
+        if key not in MULTIPLIER_KEYS and _OVERRIDE_KEY_RE.match(str(key)) and value not in (
+                None, [], {}):
+            found[f"{prefix}{key}"] = value
+    sections: list[tuple[str, Any]] = [(s, config.get(s)) for s in ("agent", "verifier",
+                                                                   "environment")]
+    for i, agent in enumerate(config.get("agents") or []):
+        sections.append((f"agents[{i}]", agent))
+    for name, section in sections:
+        if isinstance(section, dict):
+            for key, value in section.items():
+                if _OVERRIDE_KEY_RE.match(str(key)) and value not in (None, [], {}):
+                    found[f"{prefix}{name}.{key}"] = value
+    return found
+
+
+def _float_or_none(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+# ------------------------------------------------------------------ discovery
+
+
+def _looks_like_job_config(data) -> bool:
+    return isinstance(data, dict) and "trial_name" not in data and (
+        "agents" in data or "job_name" in data or "jobs_dir" in data or "orchestrator" in data
+        or "n_attempts" in data or "datasets" in data)
+
+
+def find_job_dirs(root: Path, problems: list[Problem]) -> list[tuple[Path, dict]]:
+    """Directories holding a job-level config.json (trial directories never count)."""
+    jobs: list[tuple[Path, dict]] = []
+    root = Path(root)
+
+    def walk(directory: Path, depth: int) -> None:
+        config = directory / "config.json"
+        if _is_regular(config):
+            data = read_json(root, config, problems, code="job_config_invalid")
+            if _looks_like_job_config(data):
+                jobs.append((directory, data))
+                return
+        if depth >= MAX_SCAN_DEPTH:
+            return
+        try:
+            children = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in children:
+            if entry.is_dir(follow_symlinks=False) and entry.name not in NON_TRIAL_DIRS:
+                walk(Path(entry.path), depth + 1)
+
+    walk(root, 0)
+    return jobs
+
+
+def _harbor_version(root: Path, job_dir: Path, problems: list[Problem]) -> str | None:
+    lock = job_dir / "lock.json"
+    if _is_regular(lock):
+        data = read_json(root, lock, problems, code="lock_invalid")
+        harbor = data.get("harbor") if isinstance(data, dict) else None
+        if isinstance(harbor, dict) and isinstance(harbor.get("version"), str):
+            return harbor["version"][:40]
+    return None
+
+
+def parse_tree(root: Path | str) -> ParsedTree:
+    """Every job directory and trial under ``root`` (an extracted upload), with the problems met
+    while reading them. Attempts are numbered per recorded task name (see ``number_attempts``)."""
+    root = Path(root)
+    problems: list[Problem] = []
+    jobs: list[ParsedJob] = []
+    trials: list[ParsedTrial] = []
+    job_dirs = find_job_dirs(root, problems)
+    if not job_dirs:
+        problems.append(Problem("no_job_directories", ".",
+                                "no Harbor job directory found (a folder with the job's "
+                                "config.json and result.json, as `harbor run` writes it)"))
+    for job_dir, job_config in job_dirs:
+        job_rel = rel(root, job_dir) or "."
+        if not _is_regular(job_dir / "result.json"):
+            problems.append(Problem("job_result_missing", f"{job_rel}/result.json",
+                                    "the job's result.json is missing (did the job finish?)"))
+        else:
+            read_json(root, job_dir / "result.json", problems, code="job_result_invalid",
+                      max_bytes=MAX_RESULT_BYTES)
+        version = _harbor_version(root, job_dir, problems)
+        agents = []
+        for item in job_config.get("agents") or []:
+            if isinstance(item, dict):
+                try:
+                    agents.append(AgentSpec.from_config(HarborAgentConfig.model_validate(item)))
+                except ValidationError:
+                    problems.append(Problem("job_config_invalid", f"{job_rel}/config.json",
+                                            "agents[] entry is not a Harbor AgentConfig"))
+        jobs.append(ParsedJob(job_rel, job_config, version, agents))
+        for entry in sorted(os.scandir(job_dir), key=lambda e: e.name):
+            if not entry.is_dir(follow_symlinks=False) or entry.name in NON_TRIAL_DIRS:
+                continue
+            if len(trials) >= MAX_TRIALS:
+                problems.append(Problem("too_many_trials", job_rel,
+                                        f"more than {MAX_TRIALS} trial directories"))
+                break
+            trials.append(parse_trial(root, Path(entry.path), job_rel, version, problems))
+    number_attempts(trials)
+    return ParsedTree(jobs, trials, problems)
+
+
+def number_attempts(trials: list[ParsedTrial], key=lambda t: t.task_name or t.task_path) -> None:
+    """Attempt numbers 1..k per task, ordered by (started_at, trial name, trial dir)."""
+    groups: dict[Any, list[ParsedTrial]] = defaultdict(list)
+    for trial in trials:
+        groups[key(trial)].append(trial)
+    for group in groups.values():
+        group.sort(key=lambda t: (parse_timestamp(t.started_at) is None,
+                                  _sort_time(t.started_at), t.trial_name, t.trial_dir))
+        for i, trial in enumerate(group, start=1):
+            trial.attempt = i
+
+
+def _sort_time(value: str | None) -> str:
+    ts = parse_timestamp(value)
+    if ts is None:
+        return ""
+    return ts.replace(tzinfo=None).isoformat()
+
+
+# ------------------------------------------------------------------ one trial
+
+
+def parse_trial(root: Path, trial_dir: Path, job_rel: str, harbor_version: str | None,
+                problems: list[Problem]) -> ParsedTrial:
+    trial_rel = rel(root, trial_dir)
+    trial = ParsedTrial(job_dir=job_rel, trial_dir=trial_rel, trial_name=trial_dir.name,
+                        harbor_version=harbor_version)
+    config_path, result_path = trial_dir / "config.json", trial_dir / "result.json"
+    config: HarborTrialConfig | None = None
+    raw_config: dict = {}
+    if _is_regular(config_path):
+        trial.has_config = True
+        data = read_json(root, config_path, problems, code="config_invalid")
+        config = _validate(HarborTrialConfig, data, root, config_path, problems,
+                           "config_invalid")
+        raw_config = data if isinstance(data, dict) else {}
+    else:
+        problems.append(Problem("config_missing", f"{trial_rel}/config.json",
+                                "trial has no config.json"))
+    result: HarborTrialResult | None = None
+    raw_result: dict = {}
+    if _is_regular(result_path):
+        trial.has_result = True
+        data = read_json(root, result_path, problems, code="result_invalid",
+                         max_bytes=MAX_RESULT_BYTES)
+        result = _validate(HarborTrialResult, data, root, result_path, problems,
+                           "result_invalid")
+        raw_result = data if isinstance(data, dict) else {}
+    else:
+        problems.append(Problem("result_missing", f"{trial_rel}/result.json",
+                                "trial has no result.json"))
+    # The config dump inside result.json stands in for a missing/unreadable config.json.
+    if config is None and isinstance(raw_result.get("config"), dict):
+        try:
+            config = HarborTrialConfig.model_validate(raw_result["config"])
+            raw_config = raw_result["config"]
+        except ValidationError:
+            pass
+
+    if config is not None:
+        trial.agent = AgentSpec.from_config(config.agent)
+        trial.timeout_multiplier = (config.timeout_multiplier
+                                    if config.timeout_multiplier is not None else 1.0)
+        trial.verifier_disabled = bool(config.verifier.disable)
+        trial.overrides = find_overrides(raw_config)
+        trial.task_path = config.task.path or config.task.name
+        if config.trial_name:
+            trial.trial_name = config.trial_name[:200]
+
+    _read_lock(root, trial_dir, trial, problems)
+
+    if result is not None:
+        trial.task_name = result.task_name
+        if result.task_id and isinstance(result.task_id.get("path"), str):
+            trial.task_path = result.task_id["path"]
+        trial.task_checksum = result.task_checksum
+        if result.trial_name:
+            trial.trial_name = result.trial_name[:200]
+        if result.agent_info:
+            trial.agent_info_name = result.agent_info.name
+            trial.agent_version = result.agent_info.version
+        ar = result.agent_result
+        if ar is not None:
+            trial.input_tokens = ar.n_input_tokens
+            trial.cached_tokens = ar.n_cache_tokens
+            trial.output_tokens = ar.n_output_tokens
+            trial.cost_usd = ar.cost_usd
+        if result.verifier_result and result.verifier_result.rewards:
+            trial.rewards = {str(k): float(v) for k, v in result.verifier_result.rewards.items()
+                             if _float_or_none(v) is not None}
+            if "reward" in trial.rewards:
+                trial.reward = trial.rewards["reward"]
+                trial.reward_source = "result.json"
+        if result.exception_info and result.exception_info.exception_type:
+            trial.exception_type = result.exception_info.exception_type[:200]
+            trial.exception_message = (result.exception_info.exception_message or "")[
+                :MAX_MESSAGE_CHARS]
+        trial.started_at, trial.finished_at = result.started_at, result.finished_at
+        execution = result.agent_execution
+        if execution is not None and execution.started_at:
+            trial.agent_ran = True
+            trial.duration_s = _seconds(execution.started_at, execution.finished_at)
+        elif execution is None and "agent_execution" not in raw_result:
+            trial.agent_ran = ar is not None  # no timing recorded: infer from agent_result
+        if trial.duration_s is None:
+            trial.duration_s = _seconds(result.started_at, result.finished_at)
+
+    _read_reward_files(root, trial_dir, trial, problems)
+    trajectory = trial_dir / "agent" / "trajectory.json"
+    if _is_regular(trajectory):
+        trial.trajectory_path = rel(root, trajectory)
+        trial.agent_ran = True if result is None else trial.agent_ran
+    artifacts = trial_dir / "artifacts"
+    if _is_dir(artifacts):
+        trial.artifacts_dir = rel(root, artifacts)
+        manifest = artifacts / "manifest.json"
+        if _is_regular(manifest):
+            data = read_json(root, manifest, problems, code="manifest_invalid")
+            if isinstance(data, list):
+                trial.manifest = [m for m in data if isinstance(m, dict)]
+    trial.outcome = outcome_for(trial.exception_type, trial.reward)
+    return trial
+
+
+def _read_lock(root: Path, trial_dir: Path, trial: ParsedTrial, problems: list[Problem]) -> None:
+    lock_path = trial_dir / "lock.json"
+    if not _is_regular(lock_path):
+        return
+    data = read_json(root, lock_path, problems, code="lock_invalid")
+    if not isinstance(data, dict):
+        return
+    task = data.get("task")
+    if isinstance(task, dict) and isinstance(task.get("digest"), str):
+        digest = task["digest"].strip()
+        trial.task_digest = digest.split(":", 1)[1] if digest.startswith("sha256:") else digest
+    # The lock repeats the trial's effective settings: overrides there count too.
+    for key, value in find_overrides(data).items():
+        trial.overrides.setdefault(key, value)
+    if isinstance(data.get("verifier"), dict) and data["verifier"].get("disable") is True:
+        trial.verifier_disabled = True
+
+
+def _read_reward_files(root: Path, trial_dir: Path, trial: ParsedTrial,
+                       problems: list[Problem]) -> None:
+    verifier = trial_dir / "verifier"
+    rj, rt = verifier / "reward.json", verifier / "reward.txt"
+    if _is_regular(rj):
+        data = read_json(root, rj, problems, code="reward_invalid")
+        if isinstance(data, dict):
+            value = _float_or_none(data.get("reward"))
+            if value is not None:
+                trial.reward_file_values[rel(root, rj)] = value
+            elif data:
+                problems.append(Problem("reward_invalid", rel(root, rj),
+                                        'reward.json has no numeric "reward"'))
+        elif data is not None:
+            problems.append(Problem("reward_invalid", rel(root, rj), "must be a JSON object"))
+    if _is_regular(rt):
+        try:
+            size = os.lstat(rt).st_size
+            text = rt.read_text(encoding="utf-8") if size <= MAX_REWARD_TXT_BYTES else ""
+            value = float(text.strip())
+            if not math.isfinite(value):
+                raise ValueError
+            trial.reward_file_values[rel(root, rt)] = value
+        except (OSError, UnicodeDecodeError, ValueError):
+            problems.append(Problem("reward_invalid", rel(root, rt),
+                                    "reward.txt must hold a single number"))
+    if trial.reward is None and trial.reward_file_values:
+        # Harbor 0.2x reads reward.json first (0.1.x reward.txt; both written = must agree).
+        source, value = next(iter(trial.reward_file_values.items()))
+        trial.reward, trial.reward_source = value, source
+        trial.rewards.setdefault("reward", value)
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def expected_output_locations(trial: ParsedTrial, container_path: str) -> list[str]:
+    """Tree-relative places where the collected copy of ``container_path`` may be: the
+    manifest's ``ok`` destination, then Harbor's mirrored path ``artifacts/<path>``."""
+    clean = PurePosixPath("/" + container_path.strip().lstrip("/"))
+    if ".." in clean.parts:
+        return []
+    wanted = clean.as_posix().rstrip("/") or "/"
+    places = []
+    for entry in trial.manifest:
+        source = str(entry.get("source") or "").rstrip("/")
+        dest = entry.get("destination")
+        if source == wanted and entry.get("status", "ok") == "ok" and isinstance(dest, str):
+            dest_path = PurePosixPath(dest)
+            if not dest_path.is_absolute() and ".." not in dest_path.parts:
+                places.append(f"{trial.trial_dir}/{dest_path.as_posix()}")
+    places.append(f"{trial.trial_dir}/artifacts{wanted}")
+    return list(dict.fromkeys(places))
+
+
+def find_output(root: Path, trial: ParsedTrial, container_path: str) -> str | None:
+    """The tree-relative collected output (a file, or a non-empty directory given with a
+    trailing ``/``) for ``container_path``; None when it was not collected."""
+    is_dir = container_path.endswith("/")
+    for place in expected_output_locations(trial, container_path):
+        path = Path(root) / place
+        if is_dir and _is_dir(path) and any(
+                _is_regular(p) for p in _limited_walk(path, 10000)):
+            return place.rstrip("/") + "/"
+        if not is_dir and _is_regular(path):
+            return place
+        if not is_dir and _is_dir(path) and any(_is_regular(p) for p in _limited_walk(path, 10000)):
+            return place.rstrip("/") + "/"
+    return None
+
+
+def _limited_walk(directory: Path, limit: int):
+    count = 0
+    for base, dirs, files in os.walk(directory, followlinks=False):
+        for name in files:
+            count += 1
+            if count > limit:
+                return
+            yield Path(base) / name

@@ -1,0 +1,472 @@
+"""Validate an extracted upload (Harbor job directories + metadata) against a benchmark version.
+
+    report = validate_submission(tree_root, metadata, spec)
+    report.ok / report.problems / report.trials / report.agent_config
+
+Every problem is reported at once, each naming the file or trial directory (tree-relative).
+Pure Python: no Django. ``spec`` is a plain ``BenchmarkSpec`` (the caller builds it from the
+database; ``spec_from_packages`` builds one from task package directories).
+
+Problem codes (``Problem.code``):
+
+reading the tree (submissions.harbor): ``no_job_directories``, ``job_config_invalid``,
+``job_result_missing``, ``job_result_invalid``, ``config_missing``, ``config_invalid``,
+``result_missing``, ``result_invalid``, ``lock_invalid``, ``manifest_invalid``,
+``reward_invalid``, ``too_many_trials``;
+metadata: ``metadata_missing``, ``metadata_syntax``, ``metadata_encoding``,
+``metadata_too_large``, ``metadata_too_complex``, ``metadata_yaml_alias``, ``metadata_invalid``,
+``benchmark_mismatch``, ``metadata_model_mismatch``, ``metadata_harness_mismatch``,
+``metadata_harness_version_mismatch``;
+task identity: ``task_unknown``, ``task_digest_mismatch``, ``task_digest_missing``;
+coverage: ``attempts_missing``, ``attempts_extra``;
+agent: ``agent_config_missing``, ``agent_config_mixed``, ``job_agents_mixed``;
+integrity: ``timeout_multiplier``, ``override``, ``verifier_disabled``;
+evidence: ``trajectory_missing``, ``trajectory_invalid``, ``artifact_missing``;
+claims: ``reward_mismatch``, ``cost_missing``, ``cost_missing_no_price``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from pydantic import ValidationError
+
+from evaluation.graders.base import GradingInputError, load_json
+from submissions import pricing
+from submissions.harbor import (
+    AgentSpec,
+    ParsedTrial,
+    ParsedTree,
+    Problem,
+    find_output,
+    number_attempts,
+    parse_tree,
+)
+from submissions.metadata import (
+    MetadataError,
+    SubmissionMetadata,
+    find_metadata_file,
+    read_metadata_file,
+)
+
+__all__ = ["BenchmarkSpec", "Problem", "ValidationReport", "spec_from_packages",
+           "validate_submission", "validate_trajectory"]
+
+MAX_TRAJECTORY_BYTES = 50 * 1024 * 1024
+DEFAULT_OUTPUT = "/workspace/submission.json"
+ATIF_VERSION_RE = re.compile(r"^ATIF-v1\.(\d+)$")
+ATIF_MAX_MINOR = 8
+
+
+@dataclass
+class BenchmarkSpec:
+    """One benchmark version as validation needs it.
+
+    ``tasks``: benchmark task name (``<category>/<task_id>``) -> content digest (sha256 hex of
+    the package, ``evaluation.task_specs.package_digest``; Harbor 0.2x records it in the trial's
+    lock.json as ``sha256:<hex>``). ``checksums``: optional extra accepted values of Harbor's
+    ``result.json`` ``task_checksum`` (a dirhash of the task directory; the only identity
+    Harbor 0.1.x records; see ``harbor_task_checksum``). ``outputs``: task -> the agent's output
+    path in the container (``[metadata].submission_path``; a trailing ``/`` = a directory);
+    tasks not listed use ``/workspace/submission.json``.
+    """
+
+    slug: str  # "name@version"
+    attempts_per_task: int
+    tasks: dict[str, str]
+    checksums: dict[str, frozenset[str]] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.slug.split("@", 1)[0]
+
+    def resolve(self, task_name: str | None, task_path: str | None) -> str | None:
+        """The benchmark task a trial ran, from Harbor's recorded ``task_name``
+        (``<org>/<category>-<task_id>`` as ``[task].name`` says, or the catalogue name
+        itself) or the local task path (``.../<category>/<task_id>``)."""
+        aliases = self._aliases()
+        if task_name and task_name in aliases:
+            return aliases[task_name]
+        if task_name and "/" in task_name:
+            short = task_name.split("/", 1)[1]
+            if short in aliases:
+                return aliases[short]
+        if task_path:
+            parts = PurePosixPath(task_path.replace("\\", "/")).parts
+            if ".." not in parts and len(parts) >= 2:
+                candidate = f"{parts[-2]}/{parts[-1]}"
+                if candidate in self.tasks:
+                    return candidate
+        return None
+
+    def _aliases(self) -> dict[str, str]:
+        out = {}
+        for name in self.tasks:
+            out[name] = name
+            out[name.replace("/", "-")] = name
+            out[f"{self.name}/{name.replace('/', '-')}"] = name
+        return out
+
+    def output_for(self, task: str) -> str:
+        return self.outputs.get(task) or DEFAULT_OUTPUT
+
+
+@dataclass
+class ValidationReport:
+    problems: list[Problem]
+    trials: list[ParsedTrial]
+    agent_config: AgentSpec | None
+    metadata: SubmissionMetadata | None
+    jobs: list[str]
+    harbor_versions: list[str]
+    price_table_date: str = pricing.PRICE_TABLE_DATE
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def agent_version(self) -> str | None:
+        versions = {t.agent_version for t in self.trials if t.agent_version}
+        return versions.pop() if len(versions) == 1 else None
+
+    def claimed_summary(self) -> dict:
+        """Claimed (not yet re-graded) totals over the trials read."""
+        n = len(self.trials)
+        costs = [t.cost_usd for t in self.trials if t.cost_usd is not None]
+        return {
+            "trials": n,
+            "passed": sum(t.success for t in self.trials),
+            "success_rate": (sum(t.success for t in self.trials) / n) if n else None,
+            "cost_usd_total": round(sum(costs), 6) if costs else None,
+            "cost_computed_trials": sum(t.cost_computed for t in self.trials),
+            "outcomes": dict(Counter(t.outcome for t in self.trials)),
+            "price_table_date": self.price_table_date,
+        }
+
+    def problems_as_dicts(self) -> list[dict]:
+        return [p.as_dict() for p in self.problems]
+
+
+# ------------------------------------------------------------------ spec helpers
+
+
+def harbor_task_checksum(task_dir: Path | str) -> str:
+    """``TrialResult.task_checksum`` as Harbor computes it: ``dirhash(task_dir, "sha256")``."""
+    from dirhash import dirhash
+
+    return dirhash(str(task_dir), "sha256")
+
+
+def spec_from_packages(paths, *, slug: str, attempts_per_task: int,
+                       with_checksums: bool = True) -> BenchmarkSpec:
+    """A spec from task package directories (``evaluation.task_specs.load_task_package``)."""
+    from evaluation.task_specs import load_task_package
+
+    tasks, checksums, outputs = {}, {}, {}
+    for path in paths:
+        package = load_task_package(path)
+        tasks[package.name] = package.content_digest
+        outputs[package.name] = package.manifest.metadata.submission_path
+        if with_checksums:
+            checksums[package.name] = frozenset({harbor_task_checksum(package.root)})
+    return BenchmarkSpec(slug=slug, attempts_per_task=attempts_per_task, tasks=tasks,
+                         checksums=checksums, outputs=outputs)
+
+
+# ------------------------------------------------------------------ trajectories
+
+
+def validate_trajectory(path: Path, *, label: str) -> list[str]:
+    """Problems of one ATIF trajectory file (empty = valid), checked with the ``atif`` models
+    plus the version rules of section 3 (``ATIF-v1.0``..``v1.8``; ``session_id`` required
+    before v1.7)."""
+    from atif import Trajectory
+
+    try:
+        doc = load_json(path, label=label, max_bytes=MAX_TRAJECTORY_BYTES)
+    except GradingInputError as exc:
+        return [str(exc)]
+    if not isinstance(doc, dict):
+        return ["an ATIF trajectory must be a JSON object"]
+    problems = []
+    version = doc.get("schema_version")
+    match = ATIF_VERSION_RE.match(version) if isinstance(version, str) else None
+    if not match or int(match.group(1)) > ATIF_MAX_MINOR:
+        problems.append(f"schema_version {str(version)[:40]!r} is not ATIF-v1.0 .. "
+                        f"ATIF-v1.{ATIF_MAX_MINOR}")
+    elif int(match.group(1)) < 7 and not doc.get("session_id"):
+        problems.append(f"session_id is required by {version}")
+    try:
+        Trajectory.model_validate(doc)
+    except ValidationError as exc:
+        for err in exc.errors()[:5]:
+            loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+            problems.append(f"{loc}: {err['msg']}")
+    except RecursionError:
+        problems.append("nesting is too deep")
+    return problems
+
+
+# ------------------------------------------------------------------ the validation
+
+
+def validate_submission(tree_root: Path | str, metadata: SubmissionMetadata | None,
+                        spec: BenchmarkSpec) -> ValidationReport:
+    """Validate everything and report every problem (see the module docstring for codes).
+
+    ``metadata`` may be None: then ``metadata.yaml``/``.yml``/``.json`` at the tree root is
+    read. Parsed trials get ``spec_task``, ``attempt`` (1..k per benchmark task, ordered by
+    start time then trial name), ``artifact_paths`` and, when Harbor recorded no cost, a cost
+    computed from the tokens with the dated price table (``cost_computed=True``).
+    """
+    root = Path(tree_root)
+    parsed: ParsedTree = parse_tree(root)
+    problems: list[Problem] = list(parsed.problems)
+    trials = parsed.trials
+
+    if metadata is None:
+        metadata = _metadata_from_tree(root, problems)
+    if metadata is not None and metadata.benchmark != spec.slug:
+        problems.append(Problem("benchmark_mismatch", "metadata:benchmark",
+                                f"metadata names {metadata.benchmark!r}; this upload is "
+                                f"validated against {spec.slug!r}"))
+
+    _check_tasks(spec, trials, problems)
+    number_attempts([t for t in trials if t.spec_task], key=lambda t: t.spec_task)
+    _check_coverage(spec, trials, problems)
+    agent = _check_agent(parsed, trials, problems)
+    if metadata is not None and agent is not None:
+        _check_metadata_agreement(metadata, agent, trials, problems)
+    for job in parsed.jobs:
+        _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
+    for trial in trials:
+        _check_trial_integrity(trial, problems)
+        _check_trajectory(root, trial, problems)
+        _check_artifact(root, spec, trial, problems)
+        _check_claims(trial, problems)
+    trials.sort(key=lambda t: (t.spec_task is None, t.spec_task or "", t.attempt, t.trial_dir))
+    return ValidationReport(
+        problems=problems, trials=trials, agent_config=agent, metadata=metadata,
+        jobs=[j.job_dir for j in parsed.jobs],
+        harbor_versions=sorted({j.harbor_version for j in parsed.jobs if j.harbor_version}))
+
+
+def _metadata_from_tree(root: Path, problems: list[Problem]) -> SubmissionMetadata | None:
+    path = find_metadata_file(root)
+    if path is None:
+        problems.append(Problem("metadata_missing", "metadata.yaml",
+                                "no metadata given and no metadata.yaml at the archive root"))
+        return None
+    try:
+        return read_metadata_file(path)
+    except MetadataError as exc:
+        problems.extend(exc.problems)
+        return None
+
+
+def _check_tasks(spec: BenchmarkSpec, trials: list[ParsedTrial], problems: list[Problem]) -> None:
+    for trial in trials:
+        if not trial.has_result and not trial.has_config:
+            continue  # already reported as missing files
+        task = spec.resolve(trial.task_name, trial.task_path)
+        if task is None:
+            shown = trial.task_name or trial.task_path or "(none recorded)"
+            problems.append(Problem("task_unknown", trial.trial_dir,
+                                    f"task {shown[:200]!r} is not a task of {spec.slug}"))
+            continue
+        trial.spec_task = task
+        expected = spec.tasks[task]
+        accepted = set(spec.checksums.get(task, ()))
+        compared, ok = False, True
+        if trial.task_digest:
+            compared, ok = True, trial.task_digest == expected
+        if trial.task_checksum and accepted:
+            compared, ok = True, ok and trial.task_checksum in accepted
+        elif trial.task_checksum and not compared:
+            compared, ok = True, trial.task_checksum == expected
+        if not compared:
+            problems.append(Problem("task_digest_missing", trial.trial_dir,
+                                    f"no task digest recorded (lock.json task.digest or "
+                                    f"result.json task_checksum) for {task}"))
+        elif not ok:
+            problems.append(Problem(
+                "task_digest_mismatch", trial.trial_dir,
+                f"task {task} was run from different content than {spec.slug} (recorded "
+                f"{(trial.task_digest or trial.task_checksum or '')[:16]}..., expected "
+                f"{expected[:16]}...)"))
+
+
+def _check_coverage(spec: BenchmarkSpec, trials: list[ParsedTrial],
+                    problems: list[Problem]) -> None:
+    k = spec.attempts_per_task
+    by_task: dict[str, list[ParsedTrial]] = defaultdict(list)
+    for trial in trials:
+        if trial.spec_task and trial.has_result:
+            by_task[trial.spec_task].append(trial)
+    for task in spec.tasks:
+        found = sorted(by_task.get(task, []), key=lambda t: t.attempt)
+        if len(found) < k:
+            problems.append(Problem("attempts_missing", task,
+                                    f"{task}: {len(found)} complete attempt(s), {k} required"))
+        elif len(found) > k:
+            extra = ", ".join(t.trial_dir for t in found[k:])
+            problems.append(Problem("attempts_extra", task,
+                                    f"{task}: {len(found)} attempts, exactly {k} required "
+                                    f"(extra: {extra})"))
+
+
+def _check_agent(parsed: ParsedTree, trials: list[ParsedTrial],
+                 problems: list[Problem]) -> AgentSpec | None:
+    for job in parsed.jobs:
+        if len(set(job.agents)) > 1:
+            problems.append(Problem("job_agents_mixed", f"{job.job_dir}/config.json",
+                                    f"the job ran {len(set(job.agents))} agent configurations; "
+                                    "a submission is one agent configuration"))
+    configs: dict[AgentSpec, list[ParsedTrial]] = defaultdict(list)
+    for trial in trials:
+        if trial.agent is None:
+            if trial.has_result or trial.has_config:
+                problems.append(Problem("agent_config_missing", trial.trial_dir,
+                                        "no agent configuration recorded"))
+            continue
+        configs[trial.agent].append(trial)
+    if not configs:
+        return None
+    ranked = sorted(configs.items(), key=lambda kv: (-len(kv[1]), kv[0].describe()))
+    main = ranked[0][0]
+    for other, members in ranked[1:]:
+        listed = ", ".join(t.trial_dir for t in members[:10])
+        problems.append(Problem(
+            "agent_config_mixed", members[0].trial_dir,
+            f"{len(members)} trial(s) ran {other.describe()}, the others ran {main.describe()}; "
+            f"one agent configuration per submission ({listed})"))
+    return main
+
+
+def _norm(text: str | None) -> str:
+    return re.sub(r"[\s_.]+", "-", (text or "").strip().lower())
+
+
+def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
+                              trials: list[ParsedTrial], problems: list[Problem]) -> None:
+    if agent.model_name:
+        wanted = {pricing.normalize_model(agent.model_name)}
+        declared = {pricing.normalize_model(m.model_name) for m in metadata.models}
+        declared |= {pricing.normalize_model(f"{m.model_provider}/{m.model_name}")
+                     for m in metadata.models}
+        if not wanted & declared:
+            problems.append(Problem(
+                "metadata_model_mismatch", "metadata:models",
+                f"the trials ran model {agent.model_name!r}; metadata lists "
+                f"{[m.model_name for m in metadata.models]}"))
+    names = {_norm(agent.name), _norm(trials[0].agent_info_name if trials else None)}
+    if agent.import_path:
+        module, _, cls = agent.import_path.partition(":")
+        names |= {_norm(module.rsplit(".", 1)[-1]), _norm(cls), _norm(agent.import_path)}
+    names.discard("")
+    if _norm(metadata.harness) not in names and _norm(metadata.harness).replace("-", "") not in {
+            n.replace("-", "") for n in names}:
+        problems.append(Problem(
+            "metadata_harness_mismatch", "metadata:harness",
+            f"metadata says harness {metadata.harness!r}; the trials ran agent "
+            f"{agent.name or agent.import_path!r}"))
+    versions = {t.agent_version for t in trials if t.agent_version and t.agent_version != "unknown"}
+    if metadata.harness_version and versions and metadata.harness_version not in versions:
+        problems.append(Problem(
+            "metadata_harness_version_mismatch", "metadata:harness_version",
+            f"metadata says {metadata.harness_version!r}; the trials recorded "
+            f"{sorted(versions)[:5]}"))
+
+
+def _check_integrity_config(config: dict, path: str, problems: list[Problem]) -> None:
+    from submissions.harbor import find_overrides
+
+    for key, value in find_overrides(config).items():
+        if key.endswith("timeout_multiplier"):
+            problems.append(Problem("timeout_multiplier", path,
+                                    f"{key} is {value!r}; it must be 1.0"))
+        else:
+            problems.append(Problem("override", path,
+                                    f"{key} is set ({str(value)[:80]}); timeout and resource "
+                                    "overrides are not allowed"))
+    verifier = config.get("verifier") if isinstance(config, dict) else None
+    if isinstance(verifier, dict) and verifier.get("disable") is True:
+        problems.append(Problem("verifier_disabled", path, "verifier.disable is true"))
+
+
+def _check_trial_integrity(trial: ParsedTrial, problems: list[Problem]) -> None:
+    if trial.timeout_multiplier != 1.0:
+        problems.append(Problem("timeout_multiplier", trial.trial_dir,
+                                f"timeout_multiplier is {trial.timeout_multiplier}; it must be "
+                                "1.0"))
+    for key, value in sorted(trial.overrides.items()):
+        if key == "timeout_multiplier":
+            continue  # reported above
+        code = "timeout_multiplier" if key.endswith("timeout_multiplier") else "override"
+        problems.append(Problem(code, trial.trial_dir,
+                                f"{key} is set ({str(value)[:80]}); timeout and resource "
+                                "overrides are not allowed"))
+    if trial.verifier_disabled:
+        problems.append(Problem("verifier_disabled", trial.trial_dir,
+                                "the verifier was disabled for this trial"))
+
+
+def _check_trajectory(root: Path, trial: ParsedTrial, problems: list[Problem]) -> None:
+    if not trial.agent_ran:
+        return
+    path = f"{trial.trial_dir}/agent/trajectory.json"
+    if trial.trajectory_path is None:
+        problems.append(Problem("trajectory_missing", path,
+                                "the agent ran but wrote no ATIF trajectory"))
+        return
+    errors = validate_trajectory(root / trial.trajectory_path, label=trial.trajectory_path)
+    if errors:
+        problems.append(Problem("trajectory_invalid", trial.trajectory_path,
+                                "not a valid ATIF trajectory: " + "; ".join(errors)[:1000]))
+
+
+def _check_artifact(root: Path, spec: BenchmarkSpec, trial: ParsedTrial,
+                    problems: list[Problem]) -> None:
+    if not trial.spec_task or not trial.agent_ran:
+        return
+    wanted = spec.output_for(trial.spec_task)
+    found = find_output(root, trial, wanted)
+    if found is None:
+        problems.append(Problem(
+            "artifact_missing", f"{trial.trial_dir}/artifacts{wanted.rstrip('/')}",
+            f"the agent's output {wanted} was not collected (list it in the job's `artifacts`); "
+            "the site re-grades from it"))
+    else:
+        trial.artifact_paths = [found]
+
+
+def _check_claims(trial: ParsedTrial, problems: list[Problem]) -> None:
+    if trial.reward_source == "result.json":
+        for path, value in trial.reward_file_values.items():
+            if abs(value - trial.reward) > 1e-9:
+                problems.append(Problem("reward_mismatch", path,
+                                        f"{path} says reward {value}; result.json says "
+                                        f"{trial.reward}"))
+    if not trial.has_result or trial.cost_usd is not None:
+        return
+    model = trial.agent.model_name if trial.agent else None
+    if not model:
+        return  # no language model (oracle, nop, scripted agents): no cost to report
+    if trial.input_tokens is None and trial.output_tokens is None:
+        if trial.agent_ran:
+            problems.append(Problem("cost_missing", f"{trial.trial_dir}/result.json",
+                                    "agent_result has neither cost_usd nor token counts"))
+        return
+    cost = pricing.compute_cost(model, trial.input_tokens, trial.cached_tokens,
+                                trial.output_tokens)
+    if cost is None:
+        problems.append(Problem("cost_missing_no_price", f"{trial.trial_dir}/result.json",
+                                f"cost missing and no price for model {model!r} in the price "
+                                f"table of {pricing.PRICE_TABLE_DATE}"))
+        return
+    trial.cost_usd, trial.cost_computed = cost, True

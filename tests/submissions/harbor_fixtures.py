@@ -1,0 +1,512 @@
+"""Build Harbor job directories shaped like real ``harbor run`` output, for tests.
+
+Shapes follow ../shared/docs/harbor-formats.md: section 8 (a real job directory written by
+Harbor 0.25.0: job config/lock/result/job.log; per trial config.json (exclude_defaults dump),
+lock.json with the task's ``sha256:`` content digest, result.json, trial.log, agent/,
+verifier/reward.* + test-stdout.txt, artifacts/manifest.json + mirrored output paths) and
+section 2 for Harbor 0.1.18 (``orchestrator`` block, full config dumps, ``n_trials`` stats, no
+lock.json; ATIF v1.3 with ``session_id``). Harbor 0.1.x collects no artifacts; the submitter
+copies the output into the same mirrored place (``artifacts/workspace/...``), which is what the
+site documents, so the 0.1.x fixture does that too (without a manifest).
+
+No Django; pure stdlib. Everything is deterministic (ids derive from the inputs).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+BENCHMARK = "healthagentbench-synthetic"
+DEFAULT_OUTPUT = "/workspace/submission.json"
+_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_DEFAULT = object()
+
+AGENT_IMPORT_PATHS = {
+    "oracle": "harbor.agents.oracle:OracleAgent",
+    "nop": "harbor.agents.nop:NopAgent",
+    "terminus-2": "harbor.agents.terminus_2:Terminus2",
+    "claude-code": "harbor.agents.installed.claude_code:ClaudeCode",
+    "codex": "harbor.agents.installed.codex:Codex",
+    "copilot-cli": "harbor.agents.installed.copilot_cli:CopilotCli",
+}
+AGENT_VERSIONS = {"oracle": "1.0.0", "nop": "1.0.0", "codex": "0.130.0",
+                  "claude-code": "2.1.40", "copilot-cli": "1.2.0", "terminus-2": "2.0.0"}
+
+
+@dataclass
+class BuiltJob:
+    job_dir: Path
+    harbor_version: str
+    trials: dict[str, list[Path]] = field(default_factory=dict)  # task name -> trial dirs
+
+    def trial(self, task: str, attempt: int = 1) -> Path:
+        return self.trials[task][attempt - 1]
+
+    def all_trials(self) -> list[Path]:
+        return [t for dirs in self.trials.values() for t in dirs]
+
+
+def _uuid(*parts) -> str:
+    return str(uuid.UUID(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]))
+
+
+def _suffix(*parts) -> str:
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:7])
+
+
+def harbor_task_name(name: str) -> str:
+    """``<category>/<task_id>`` -> the package's ``[task].name`` (``<benchmark>/<cat>-<id>``)."""
+    return f"{BENCHMARK}/{name.replace('/', '-')}"
+
+
+def write_json(path: Path, data, *, indent: int = 4) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=indent) + "\n", encoding="utf-8")
+    return path
+
+
+def edit_json(path: Path, change) -> dict:
+    """Load ``path``, let ``change(doc)`` edit it in place (or return a new dict), write it back."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    new = change(doc)
+    doc = new if isinstance(new, dict) else doc
+    write_json(Path(path), doc)
+    return doc
+
+
+def set_dotted(doc: dict, dotted: str, value) -> None:
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        doc = doc.setdefault(part, {})
+    doc[parts[-1]] = value
+
+
+def _ts(moment: datetime, modern: bool) -> str:
+    text = moment.isoformat(timespec="microseconds")
+    return text + "Z" if modern else text
+
+
+def atif_trajectory(*, agent: str, version: str, model: str | None, task: str, modern: bool,
+                    session: str, secret_text: str = "") -> dict:
+    """A small valid ATIF trajectory (v1.7 for Harbor 0.2x, v1.3 for 0.1.x)."""
+    agent_step = {
+        "step_id": 2, "source": "agent",
+        "message": f"Reading the task data and writing the answer for {task}.",
+        "tool_calls": [{"tool_call_id": "call_1", "function_name": "bash",
+                        "arguments": {"command": "python3 /workspace/solve.py" + secret_text}}],
+        "observation": {"results": [{"source_call_id": "call_1",
+                                     "content": "wrote /workspace/submission.json"}]},
+    }
+    if model:
+        agent_step["model_name"] = model.split("/", 1)[-1]
+        agent_step["metrics"] = {"prompt_tokens": 1200, "completion_tokens": 80,
+                                 "cached_tokens": 800}
+    doc = {
+        "schema_version": "ATIF-v1.7" if modern else "ATIF-v1.3",
+        "session_id": session,
+        "agent": {"name": agent, "version": version, **({"model_name": model} if model else {})},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": f"Solve the task {task}.",
+             "timestamp": "2026-12-02T09:18:41Z"},
+            agent_step,
+            {"step_id": 3, "source": "agent", "message": "Done."},
+        ],
+        "final_metrics": {"total_prompt_tokens": 1200 if model else 0,
+                          "total_completion_tokens": 80 if model else 0, "total_steps": 3},
+    }
+    return doc
+
+
+def _agent_config(agent: str, model: str | None, kwargs: dict, modern: bool,
+                  full: bool) -> dict:
+    cfg = {"name": agent, "import_path": None, "model_name": model}
+    if full:
+        cfg.update({"override_timeout_sec": None, "max_timeout_sec": None})
+        if modern:
+            cfg.update({"n_concurrent": None, "concurrency_group": None, "skills": [],
+                        "override_setup_timeout_sec": None, "resume_trajectory": False,
+                        "load_trajectory": None, "extra_allowed_hosts": [],
+                        "include_logs": [], "exclude_logs": []})
+        cfg["kwargs"] = dict(kwargs)
+        if modern:
+            cfg.update({"env": {}, "mcp_servers": []})
+        return cfg
+    cfg = {k: v for k, v in cfg.items() if v is not None}
+    if kwargs:
+        cfg["kwargs"] = dict(kwargs)
+    return cfg
+
+
+def _environment_config(modern: bool, full: bool) -> dict:
+    if modern and not full:
+        return {"type": "docker"}
+    env = {"type": "docker", "force_build": False, "delete": True, "override_cpus": None,
+           "override_memory_mb": None, "override_storage_mb": None}
+    if modern:
+        env.update({"import_path": None, "cpu_enforcement_policy": "auto",
+                    "memory_enforcement_policy": "auto", "override_gpus": None,
+                    "override_tpu": None, "mounts": None, "extra_docker_compose": [], "env": {},
+                    "extra_allowed_hosts": []})
+    env["kwargs"] = {}
+    return env
+
+
+def _verifier_config(modern: bool, full: bool) -> dict:
+    if modern and not full:
+        return {}
+    ver = {"override_timeout_sec": None, "max_timeout_sec": None}
+    if modern:
+        ver.update({"include_logs": [], "exclude_logs": [], "env": {}, "import_path": None,
+                    "kwargs": {}})
+    ver["disable"] = False
+    return ver
+
+
+def _retry(modern: bool) -> dict:
+    excluded = (["RewardFileEmptyError", "AgentTimeoutError", "VerifierOutputParseError",
+                 "VerifierTimeoutError", "RewardFileNotFoundError"] if modern else
+                ["AgentTimeoutError", "VerifierTimeoutError", "RewardFileNotFoundError"])
+    return {"max_retries": 0, "include_exceptions": None, "exclude_exceptions": excluded,
+            "wait_multiplier": 1.0, "min_wait_sec": 1.0, "max_wait_sec": 60.0}
+
+
+def _apply_overrides(doc: dict, overrides: dict) -> dict:
+    doc = copy.deepcopy(doc)
+    for dotted, value in (overrides or {}).items():
+        set_dotted(doc, dotted, value)
+    return doc
+
+
+def build_job_dir(
+    root: Path | str,
+    tasks: dict[str, str],
+    *,
+    attempts: int = 3,
+    agent: str = "oracle",
+    model: str | None = None,
+    agent_kwargs: dict | None = None,
+    harbor_version: str = "0.25.0",
+    overrides: dict | None = None,
+    outputs: dict[str, bytes | dict[str, bytes]] | None = None,
+    output_paths: dict[str, str] | None = None,
+    checksums: dict[str, str] | None = None,
+    rewards: dict[str, list[float]] | None = None,
+    exceptions: dict[tuple[str, int], str] | None = None,
+    tokens=_DEFAULT,
+    cost_usd=_DEFAULT,
+    job_name: str = "2026-12-02__09-18-40",
+    started: datetime | None = None,
+) -> BuiltJob:
+    """Write ``root/<job_name>/`` like ``harbor run -p tasks -a <agent> -m <model> -k <attempts>``.
+
+    ``tasks``: benchmark task name (``<category>/<task_id>``) -> content digest (written to each
+    trial's lock.json as ``sha256:<digest>``; Harbor 0.1.x has no lock). ``checksums``: task ->
+    ``result.json`` ``task_checksum`` (Harbor's dirhash; defaults to the digest).
+    ``overrides``: dotted keys set in every trial config (and the job config), e.g.
+    ``{"environment.override_memory_mb": 8192, "timeout_multiplier": 2.0}``.
+    ``outputs``: task -> bytes of the output file, or {relative name: bytes} for a directory
+    output (``output_paths`` task -> container path, trailing ``/`` = directory).
+    ``rewards``: task -> per-attempt rewards (default 1.0). ``exceptions``: (task, attempt) ->
+    Harbor exception type recorded in exception_info.
+    """
+    modern = not harbor_version.startswith("0.1.")
+    root = Path(root)
+    job_dir = root / job_name
+    job_dir.mkdir(parents=True, exist_ok=False)
+    output_paths = output_paths or {}
+    outputs = outputs or {}
+    checksums = checksums or {}
+    rewards = rewards or {}
+    exceptions = exceptions or {}
+    agent_kwargs = agent_kwargs or {}
+    if tokens is _DEFAULT:
+        tokens = (182_311, 150_400, 6_120) if model else None
+    if cost_usd is _DEFAULT:
+        cost_usd = 0.42 if model else None
+    version = AGENT_VERSIONS.get(agent, "unknown")
+    start = started or datetime(2026, 12, 2, 9, 18, 40, 573803)
+    job_id = _uuid("job", job_name, harbor_version)
+    container_outputs = sorted({output_paths.get(t, DEFAULT_OUTPUT) for t in tasks})
+    agent_full = _agent_config(agent, model, agent_kwargs, modern, full=True)
+
+    # ---------------------------------------------------------------- job config
+    if modern:
+        job_config = {
+            "job_name": job_name, "jobs_dir": "jobs", "n_attempts": attempts,
+            "timeout_multiplier": 1.0, "agent_timeout_multiplier": None,
+            "verifier_timeout_multiplier": None, "agent_setup_timeout_multiplier": None,
+            "environment_build_timeout_multiplier": None, "debug": False,
+            "n_concurrent_trials": 4, "quiet": False, "retry": _retry(True),
+            "environment": _environment_config(True, full=True),
+            "verifier": {"override_timeout_sec": None, "max_timeout_sec": None, "env": {},
+                         "disable": False},
+            "metrics": [], "agents": [agent_full],
+            "datasets": [{"path": "tasks", "name": None, "version": None, "ref": None,
+                          "registry_url": None, "registry_path": None, "overwrite": False,
+                          "download_dir": None, "task_names": None, "exclude_task_names": None,
+                          "n_tasks": None}],
+            "tasks": [], "artifacts": container_outputs, "extra_instruction_paths": [],
+            "plugins": [],
+        }
+    else:
+        job_config = {
+            "job_name": job_name, "jobs_dir": "jobs", "n_attempts": attempts,
+            "timeout_multiplier": 1.0,
+            "orchestrator": {"type": "local", "n_concurrent_trials": 4, "quiet": False,
+                             "retry": _retry(False), "kwargs": {}},
+            "metrics": [], "environment": _environment_config(False, full=True),
+            "verifier": _verifier_config(False, full=True), "agents": [agent_full],
+            "datasets": [{"path": "tasks", "task_names": None, "exclude_task_names": None}],
+            "tasks": [],
+        }
+    write_json(job_dir / "config.json", _apply_overrides(job_config, {
+        k: v for k, v in (overrides or {}).items() if "." not in k or k.split(".")[0] in (
+            "environment", "verifier")}))
+
+    built = BuiltJob(job_dir=job_dir, harbor_version=harbor_version)
+    trial_locks, reward_stats, exception_stats = [], {}, {}
+    clock = start
+    n_errors, totals = 0, [0, 0, 0]
+    log_lines = [f"{_ts(start, False)} INFO Starting job {job_name} with {len(tasks) * attempts} "
+                 "trials"]
+    for name, digest in tasks.items():
+        harbor_name = harbor_task_name(name)
+        short = harbor_name.split("/", 1)[1]
+        task_path = f"tasks/{name}"
+        container_out = output_paths.get(name, DEFAULT_OUTPUT)
+        for attempt in range(1, attempts + 1):
+            trial_name = f"{short[:32]}__{_suffix(job_name, name, attempt)}"
+            trial_dir = job_dir / trial_name
+            built.trials.setdefault(name, []).append(trial_dir)
+            exc_type = exceptions.get((name, attempt))
+            reward = (rewards.get(name) or [1.0] * attempts)[attempt - 1]
+            t0 = clock
+            env_setup = (t0 + timedelta(seconds=0.1), t0 + timedelta(seconds=2.1))
+            agent_setup = (env_setup[1] + timedelta(seconds=0.1), env_setup[1] +
+                           timedelta(seconds=0.4))
+            agent_exec = (agent_setup[1] + timedelta(seconds=0.1), agent_setup[1] +
+                          timedelta(seconds=95.5))
+            verify = (agent_exec[1] + timedelta(seconds=0.2), agent_exec[1] +
+                      timedelta(seconds=3.2))
+            t1 = verify[1] + timedelta(seconds=1.5)
+            clock = t1 + timedelta(seconds=0.25)
+
+            config_full = {
+                "task": ({"path": task_path, "git_url": None, "git_commit_id": None,
+                          "name": None, "ref": None, "overwrite": False, "download_dir": None,
+                          "source": None} if modern else
+                         {"path": task_path, "git_url": None, "git_commit_id": None,
+                          "overwrite": False, "download_dir": None, "source": None}),
+                "trial_name": trial_name, "trials_dir": f"jobs/{job_name}",
+                **({"install_only": False} if modern else {}),
+                "timeout_multiplier": 1.0,
+                **({"agent_timeout_multiplier": None, "verifier_timeout_multiplier": None,
+                    "agent_setup_timeout_multiplier": None,
+                    "environment_build_timeout_multiplier": None} if modern else {}),
+                "agent": agent_full,
+                "environment": _environment_config(modern, full=True),
+                "verifier": _verifier_config(modern, full=True),
+                **({"artifacts": container_outputs, "extra_instruction_paths": []}
+                   if modern else {}),
+                "job_id": job_id,
+                **({"source_trial": None} if modern else {}),
+            }
+            config_full = _apply_overrides(config_full, overrides)
+            if modern:  # config.json is an exclude_defaults dump in 0.2x
+                config_file = _apply_overrides({
+                    "task": {"path": task_path}, "trial_name": trial_name,
+                    "trials_dir": f"jobs/{job_name}",
+                    "agent": _agent_config(agent, model, agent_kwargs, True, full=False),
+                    "environment": _environment_config(True, full=False),
+                    "artifacts": container_outputs, "job_id": job_id}, overrides)
+            else:
+                config_file = config_full
+            write_json(trial_dir / "config.json", config_file)
+
+            if modern:
+                lock = {
+                    "schema_version": 2,
+                    "task": {"name": harbor_name, "type": "local",
+                             "digest": f"sha256:{digest}", "path": task_path},
+                    "install_only": False, "timeout_multiplier": 1.0,
+                    "agent": _agent_config(agent, model, agent_kwargs, True, full=False),
+                    "skills": [], "environment": {"type": "docker"},
+                    "verifier": {"environment_mode": "shared"},
+                }
+                lock = _apply_overrides(lock, overrides)
+                write_json(trial_dir / "lock.json", lock)
+                trial_locks.append(lock)
+
+            model_info = None
+            if model:
+                provider, _, mname = model.partition("/") if "/" in model else ("", "", model)
+                model_info = {"name": mname, "provider": provider or None}
+            in_tok, cache_tok, out_tok = tokens if tokens else (None, None, None)
+            if tokens:
+                totals = [totals[0] + in_tok, totals[1] + cache_tok, totals[2] + out_tok]
+            result = {
+                "id": _uuid("trial", job_name, name, attempt),
+                "task_name": harbor_name, "trial_name": trial_name,
+                "trial_uri": f"file:///home/submitter/jobs/{job_name}/{trial_name}",
+                "task_id": {"path": task_path},
+                "source": None,
+                "task_checksum": checksums.get(name, digest),
+                "config": config_full,
+                "agent_info": {"name": agent, "version": version, "model_info": model_info},
+                "agent_result": {"n_input_tokens": in_tok, "n_cache_tokens": cache_tok,
+                                 "n_output_tokens": out_tok, "cost_usd": cost_usd,
+                                 "rollout_details": None, "metadata": None,
+                                 **({"model_usage": None} if modern else {})},
+                "verifier_result": {"rewards": {"reward": reward}},
+                **({"verifier_environment_mode": "shared"} if modern else {}),
+                "exception_info": None if not exc_type else {
+                    "exception_type": exc_type,
+                    "exception_message": f"{exc_type} raised during the trial",
+                    "exception_traceback": "Traceback (most recent call last): ...",
+                    "occurred_at": _ts(agent_exec[1], modern)},
+                "started_at": _ts(t0, modern), "finished_at": _ts(t1, modern),
+                "environment_setup": {"started_at": _ts(env_setup[0], modern),
+                                      "finished_at": _ts(env_setup[1], modern)},
+                "agent_setup": {"started_at": _ts(agent_setup[0], modern),
+                                "finished_at": _ts(agent_setup[1], modern)},
+                "agent_execution": {"started_at": _ts(agent_exec[0], modern),
+                                    "finished_at": _ts(agent_exec[1], modern)},
+                "verifier": {"started_at": _ts(verify[0], modern),
+                             "finished_at": _ts(verify[1], modern)},
+                **({"step_results": None} if modern else {}),
+            }
+            write_json(trial_dir / "result.json", result)
+            if exc_type:
+                n_errors += 1
+                exception_stats.setdefault(exc_type, []).append(trial_name)
+                (trial_dir / "exception.txt").write_text(
+                    f"Traceback (most recent call last):\n  ...\n{exc_type}: trial failed\n")
+            reward_stats.setdefault(str(float(reward)), []).append(trial_name)
+            (trial_dir / "trial.log").write_text(
+                f"{_ts(t0, False)} INFO Starting trial {trial_name}\n"
+                f"{_ts(agent_exec[0], False)} INFO Running agent {agent}\n"
+                f"{_ts(verify[0], False)} INFO Running verifier\n"
+                f"{_ts(t1, False)} INFO Trial {trial_name} finished (reward {reward})\n")
+
+            # agent/
+            agent_dir = trial_dir / "agent"
+            agent_dir.mkdir()
+            write_json(agent_dir / "trajectory.json", atif_trajectory(
+                agent=agent, version=version, model=model, task=harbor_name, modern=modern,
+                session=_uuid("session", job_name, name, attempt)), indent=2)
+            log_name = "oracle.txt" if agent == "oracle" else f"{agent}.txt"
+            (agent_dir / log_name).write_text(f"solving {harbor_name}\nwrote {container_out}\n")
+
+            # verifier/
+            write_json(trial_dir / "verifier" / "reward.json", {"reward": reward}, indent=2)
+            (trial_dir / "verifier" / "test-stdout.txt").write_text(
+                f'{{"passed": {"true" if reward >= 1 else "false"}, "metrics": {{}}}}\n')
+
+            # artifacts/
+            mirrored = trial_dir / "artifacts" / container_out.strip("/")
+            data = outputs.get(name)
+            if container_out.endswith("/"):
+                files = data if isinstance(data, dict) else {
+                    "data/train/0.csv": data or b"subject_id,time,code,numeric_value\n"}
+                for rel_name, content in files.items():
+                    (mirrored / rel_name).parent.mkdir(parents=True, exist_ok=True)
+                    (mirrored / rel_name).write_bytes(content)
+                kind = "directory"
+            else:
+                mirrored.parent.mkdir(parents=True, exist_ok=True)
+                mirrored.write_bytes(data if isinstance(data, bytes) else
+                                     b'{"placeholder": true}\n')
+                kind = "file"
+            if modern:
+                write_json(trial_dir / "artifacts" / "manifest.json", [
+                    {"source": "/logs/artifacts", "destination": "artifacts/logs/artifacts",
+                     "type": "directory", "status": "ok", "service": None},
+                    {"source": container_out.rstrip("/"),
+                     "destination": "artifacts/" + container_out.strip("/"), "type": kind,
+                     "status": "ok", "service": None}], indent=2)
+                (trial_dir / "artifacts" / "logs" / "artifacts").mkdir(parents=True)
+
+    n_trials = len(tasks) * attempts
+    evals_key = f"{agent}__{model.split('/', 1)[-1] if model else 'adhoc'}"
+    mean = (sum(float(k) * len(v) for k, v in reward_stats.items()) / n_trials
+            if n_trials else 0.0)
+    end = clock
+    if modern:
+        job_result = {
+            "id": job_id, "started_at": _ts(start, True), "updated_at": _ts(end, True),
+            "finished_at": _ts(end, True), "n_total_trials": n_trials,
+            "stats": {"n_completed_trials": n_trials, "n_errored_trials": n_errors,
+                      "n_running_trials": 0, "n_pending_trials": 0, "n_cancelled_trials": 0,
+                      "n_retries": 0,
+                      "evals": {evals_key: {"n_trials": n_trials, "n_errors": n_errors,
+                                            "metrics": [{"mean": mean}], "pass_at_k": {},
+                                            "reward_stats": {"reward": reward_stats},
+                                            "exception_stats": exception_stats}},
+                      "n_input_tokens": totals[0] if tokens else None,
+                      "n_cache_tokens": totals[1] if tokens else None,
+                      "n_output_tokens": totals[2] if tokens else None,
+                      "cost_usd": (cost_usd * n_trials) if cost_usd is not None else None},
+        }
+        write_json(job_dir / "lock.json", {
+            "schema_version": 3, "created_at": _ts(start, True),
+            "harbor": {"version": harbor_version, "git_commit_hash": None, "is_editable": False},
+            "n_concurrent_trials": 4, "retry": _retry(True), "trials": trial_locks})
+    else:
+        job_result = {
+            "id": job_id, "started_at": _ts(start, False), "finished_at": _ts(end, False),
+            "n_total_trials": n_trials,
+            "stats": {"n_trials": n_trials, "n_errors": n_errors,
+                      "evals": {evals_key.replace("/", "-"): {
+                          "n_trials": n_trials, "n_errors": n_errors,
+                          "metrics": [{"mean": mean}],
+                          "reward_stats": {"reward": reward_stats},
+                          "exception_stats": exception_stats}}},
+        }
+    write_json(job_dir / "result.json", job_result)
+    (job_dir / "job.log").write_text("\n".join(log_lines + [
+        f"{_ts(end, False)} INFO Job {job_name} finished: {n_trials} trials, "
+        f"{n_errors} errors"]) + "\n")
+    return built
+
+
+def build_metadata(
+    *,
+    agent_display_name: str = "Codex (GPT 5.5)",
+    agent_org_display_name: str = "OpenAI",
+    agent_url: str = "https://github.com/openai/codex",
+    models: list[dict] | None = None,
+    harness: str = "codex",
+    harness_version: str = "0.130.0",
+    benchmark: str = "healthagentbench-synthetic@1.0",
+    notes: str = "Run with harbor 0.25.0, -k 3.",
+    fmt: str = "dict",
+    **extra,
+):
+    """Submission metadata as a dict (``fmt="dict"``), YAML text or JSON text."""
+    doc = {
+        "agent_url": agent_url,
+        "agent_display_name": agent_display_name,
+        "agent_org_display_name": agent_org_display_name,
+        "models": models if models is not None else [
+            {"model_name": "gpt-5.5", "model_provider": "openai",
+             "model_display_name": "GPT-5.5", "model_org_display_name": "OpenAI"}],
+        "harness": harness,
+        "harness_version": harness_version,
+        "benchmark": benchmark,
+        "notes": notes,
+        **extra,
+    }
+    if fmt == "yaml":
+        return yaml.safe_dump(doc, sort_keys=False)
+    if fmt == "json":
+        return json.dumps(doc, indent=2)
+    return doc

@@ -1,0 +1,551 @@
+"""Harbor upload validation, metadata, pricing and secret redaction (Django-free).
+
+Run: .venv/bin/python -m pytest tests/submissions/test_harbor_validation.py -q -p no:django
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+for extra in (REPO, Path(__file__).resolve().parent):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from harbor_fixtures import (  # noqa: E402
+    atif_trajectory,
+    build_job_dir,
+    build_metadata,
+    edit_json,
+    write_json,
+)
+
+from evaluation.task_specs import discover_task_packages  # noqa: E402
+from submissions import pricing  # noqa: E402
+from submissions.harbor import (  # noqa: E402
+    AGENT_ERROR,
+    FAILED,
+    INFRA_ERROR,
+    PASSED,
+    TIMEOUT,
+    outcome_for,
+    parse_tree,
+)
+from submissions.metadata import MetadataError, parse_metadata  # noqa: E402
+from submissions.secrets import scan_and_redact  # noqa: E402
+from submissions.validation import (  # noqa: E402
+    BenchmarkSpec,
+    spec_from_packages,
+    validate_submission,
+)
+
+SLUG = "healthagentbench-synthetic@1.0"
+MODEL = "openai/gpt-5.5"
+
+
+@pytest.fixture(scope="module")
+def spec() -> BenchmarkSpec:
+    packages = discover_task_packages(REPO / "tasks")
+    assert len(packages) == 7
+    return spec_from_packages(packages, slug=SLUG, attempts_per_task=3)
+
+
+def _build(root: Path, spec: BenchmarkSpec, **kwargs):
+    kwargs.setdefault("agent", "codex")
+    kwargs.setdefault("model", MODEL)
+    return build_job_dir(
+        root, spec.tasks, attempts=spec.attempts_per_task, output_paths=spec.outputs,
+        checksums={t: next(iter(c)) for t, c in spec.checksums.items()}, **kwargs)
+
+
+def _meta(**kwargs):
+    return parse_metadata(build_metadata(**kwargs))
+
+
+def _codes(report) -> set[str]:
+    return {p.code for p in report.problems}
+
+
+# ------------------------------------------------------------------ valid submissions
+
+
+@pytest.mark.parametrize("harbor_version", ["0.25.0", "0.1.18"])
+def test_complete_submission_validates_without_problems(tmp_path, spec, harbor_version):
+    _build(tmp_path, spec, harbor_version=harbor_version)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert report.problems == []
+    assert report.ok
+    assert len(report.trials) == 21
+    assert report.agent_config.name == "codex"
+    assert report.agent_config.model_name == MODEL
+    by_task: dict[str, list[int]] = {}
+    for trial in report.trials:
+        by_task.setdefault(trial.spec_task, []).append(trial.attempt)
+        assert trial.outcome == PASSED and trial.reward == 1.0
+        assert trial.cost_usd == 0.42 and not trial.cost_computed
+        assert (trial.input_tokens, trial.cached_tokens, trial.output_tokens) == (
+            182_311, 150_400, 6_120)
+        assert trial.duration_s == pytest.approx(95.4)
+        assert trial.trajectory_path.endswith("/agent/trajectory.json")
+        assert trial.agent_ran and not trial.verifier_disabled and trial.timeout_multiplier == 1
+        (artifact,) = trial.artifact_paths
+        assert (tmp_path / artifact).exists()
+        expected = spec.outputs[trial.spec_task].strip("/")
+        assert artifact.rstrip("/").endswith(f"/artifacts/{expected}")
+    assert by_task == {task: [1, 2, 3] for task in spec.tasks}
+    if harbor_version == "0.25.0":
+        assert report.harbor_versions == ["0.25.0"]
+        assert all(t.task_digest == spec.tasks[t.spec_task] for t in report.trials)
+    else:
+        assert report.harbor_versions == []  # 0.1.x writes no lock.json
+        assert all(t.task_digest is None and t.task_checksum for t in report.trials)
+    fields = report.trials[0].model_fields()
+    assert fields["success"] is True and fields["attempt"] == 1
+
+
+def test_oracle_submission_with_metadata_yaml_at_the_root(tmp_path, spec):
+    _build(tmp_path / "jobs", spec, agent="oracle", model=None)
+    (tmp_path / "metadata.yaml").write_text(build_metadata(
+        harness="oracle", agent_display_name="Oracle", harness_version="1.0.0", fmt="yaml"))
+    report = validate_submission(tmp_path, None, spec)
+    assert report.problems == []
+    assert report.metadata.harness == "oracle"
+    assert all(t.cost_usd is None and not t.cost_computed for t in report.trials)
+
+
+def test_two_job_directories_count_as_one_submission(tmp_path, spec):
+    tasks = list(spec.tasks)
+    first = {t: spec.tasks[t] for t in tasks[:4]}
+    second = {t: spec.tasks[t] for t in tasks[4:]}
+    common = dict(agent="codex", model=MODEL, output_paths=spec.outputs,
+                  checksums={t: next(iter(c)) for t, c in spec.checksums.items()})
+    build_job_dir(tmp_path, first, job_name="2026-12-01__10-00-00", **common)
+    build_job_dir(tmp_path, second, job_name="2026-12-02__10-00-00", **common)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert report.problems == []
+    assert len(report.jobs) == 2 and len(report.trials) == 21
+
+
+# ------------------------------------------------------------------ every failure at once
+
+
+def _copy_trial(src: Path, name: str, **result_changes) -> Path:
+    dst = src.parent / name
+    shutil.copytree(src, dst)
+
+    def change(doc):
+        doc["trial_name"] = name
+        doc.update(result_changes)
+
+    edit_json(dst / "result.json", change)
+    edit_json(dst / "config.json", lambda d: d.update({"trial_name": name}))
+    return dst
+
+
+def test_every_failure_mode_is_reported_together(tmp_path, spec):
+    job = _build(tmp_path, spec)
+    t = sorted(spec.tasks)
+    assert t[4] == "ehr-format-conversion/synthetic_01"
+
+    # 1. a trial without result.json
+    (job.trial(t[0], 1) / "result.json").unlink()
+    # 2. a trial of a task that is not in the benchmark, with a hostile name
+    gt = _copy_trial(job.trial(t[1], 1), "gt__AAAAAAA", task_name="../../gt",
+                     task_id={"path": "../../gt"})
+    edit_json(gt / "config.json", lambda d: d["task"].update({"path": "../../gt"}))
+    # 3. content digest mismatch
+    edit_json(job.trial(t[2], 1) / "lock.json",
+              lambda d: d["task"].update({"digest": "sha256:" + "0" * 64}))
+    # 4. missing attempt (2 of 3) and 5. an extra attempt (4 of 3)
+    shutil.rmtree(job.trial(t[3], 3))
+    extra = _copy_trial(job.trial(t[4], 1), "ehr-format-conversion-synthetic__Zzzzzzz",
+                        started_at="2026-12-02T23:59:00.000000Z")
+    # 6. a second agent configuration, whose unknown model has no price and no cost recorded
+    odd = job.trial(t[5], 1)
+    edit_json(odd / "config.json", lambda d: d["agent"].update({"model_name": "acme/mystery-1"}))
+    edit_json(odd / "result.json", lambda d: (d["config"]["agent"].update(
+        {"model_name": "acme/mystery-1"}), d["agent_result"].update({"cost_usd": None})))
+    # 7. timeout multiplier, 8. resource override, 9. verifier disabled
+    edit_json(job.trial(t[5], 2) / "config.json", lambda d: d.update({"timeout_multiplier": 2.0}))
+    edit_json(job.trial(t[5], 3) / "config.json",
+              lambda d: d["environment"].update({"override_memory_mb": 8192}))
+    edit_json(job.trial(t[6], 1) / "config.json", lambda d: d.update({"verifier":
+                                                                       {"disable": True}}))
+    # 10. missing trajectory, 11. invalid trajectory (step ids not sequential)
+    (job.trial(t[6], 2) / "agent" / "trajectory.json").unlink()
+    edit_json(job.trial(t[6], 3) / "agent" / "trajectory.json",
+              lambda d: d["steps"][1].update({"step_id": 7}))
+    # 12. the output artifact was not collected
+    (job.trial(t[1], 2) / "artifacts" / "workspace" / "submission.json").unlink()
+    # 13. metadata names another model than the trials ran
+    meta = _meta(models=[{"model_name": "gpt-5.4", "model_provider": "openai",
+                          "model_display_name": "GPT-5.4", "model_org_display_name": "OpenAI"}])
+
+    report = validate_submission(tmp_path, meta, spec)
+    found = {(p.code, p.path) for p in report.problems}
+    rel = lambda p: p.relative_to(tmp_path).as_posix()  # noqa: E731
+    expected = {
+        ("result_missing", f"{rel(job.trial(t[0], 1))}/result.json"),
+        ("attempts_missing", t[0]),
+        ("task_unknown", rel(gt)),
+        ("task_digest_mismatch", rel(job.trial(t[2], 1))),
+        ("attempts_missing", t[3]),
+        ("attempts_extra", t[4]),
+        ("agent_config_mixed", rel(odd)),
+        ("cost_missing_no_price", f"{rel(odd)}/result.json"),
+        ("timeout_multiplier", rel(job.trial(t[5], 2))),
+        ("override", rel(job.trial(t[5], 3))),
+        ("verifier_disabled", rel(job.trial(t[6], 1))),
+        ("trajectory_missing", f"{rel(job.trial(t[6], 2))}/agent/trajectory.json"),
+        ("trajectory_invalid", f"{rel(job.trial(t[6], 3))}/agent/trajectory.json"),
+        ("artifact_missing", f"{rel(job.trial(t[1], 2))}/artifacts/workspace/submission.json"),
+        ("metadata_model_mismatch", "metadata:models"),
+    }
+    assert expected <= found, sorted(expected - found)
+    assert found - expected == set(), sorted(found - expected)  # nothing spurious
+    assert all(p.path and p.message for p in report.problems)
+    # Messages name what is wrong.
+    by_code = {p.code: p.message for p in report.problems}
+    assert "acme/mystery-1" in by_code["cost_missing_no_price"]
+    assert "cost missing and no price for model" in by_code["cost_missing_no_price"]
+    assert "environment.override_memory_mb" in by_code["override"]
+    assert "2.0" in by_code["timeout_multiplier"]
+    assert "../../gt" in by_code["task_unknown"]
+    assert rel(extra) in by_code["attempts_extra"]
+    assert "step_id" in by_code["trajectory_invalid"]
+    # The hostile task name was never used as a path.
+    assert not (tmp_path.parent / "gt").exists()
+
+
+def test_job_level_overrides_and_multipliers_are_reported(tmp_path, spec):
+    _build(tmp_path, spec, overrides={"timeout_multiplier": 2.0,
+                                      "verifier.override_timeout_sec": 60})
+    report = validate_submission(tmp_path, _meta(), spec)
+    job_config = "2026-12-02__09-18-40/config.json"
+    found = {(p.code, p.path) for p in report.problems}
+    assert ("timeout_multiplier", job_config) in found
+    assert ("override", job_config) in found
+    assert sum(p.code == "timeout_multiplier" for p in report.problems) == 1 + 21
+    assert sum(p.code == "override" for p in report.problems) == 1 + 21
+
+
+def test_agent_override_keys_of_both_generations(tmp_path, spec):
+    job = _build(tmp_path, spec, harbor_version="0.1.18")
+    t = sorted(spec.tasks)
+    edit_json(job.trial(t[0], 1) / "config.json",
+              lambda d: d["agent"].update({"override_timeout_sec": 7200}))
+    edit_json(job.trial(t[0], 2) / "config.json",
+              lambda d: d["agent"].update({"max_timeout_sec": 60}))
+    edit_json(job.trial(t[0], 3) / "config.json",
+              lambda d: d["environment"].update({"override_cpus": 8}))
+    report = validate_submission(tmp_path, _meta(), spec)
+    messages = sorted(p.message.split(" is set")[0] for p in report.problems)
+    assert messages == ["agent.max_timeout_sec", "agent.override_timeout_sec",
+                        "environment.override_cpus"]
+    assert _codes(report) == {"override"}
+
+
+def test_reward_file_disagreeing_with_result_is_reported(tmp_path, spec):
+    job = _build(tmp_path, spec)
+    trial = job.trial(sorted(spec.tasks)[0], 1)
+    write_json(trial / "verifier" / "reward.json", {"reward": 0})
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert [(p.code, p.path) for p in report.problems] == [
+        ("reward_mismatch", f"{trial.relative_to(tmp_path).as_posix()}/verifier/reward.json")]
+
+
+def test_reward_read_from_reward_files_when_result_has_none(tmp_path, spec):
+    job = _build(tmp_path, spec, harbor_version="0.1.18")
+    trial = job.trial(sorted(spec.tasks)[0], 1)
+    edit_json(trial / "result.json", lambda d: d.update({"verifier_result": None}))
+    (trial / "verifier" / "reward.json").unlink()
+    (trial / "verifier" / "reward.txt").write_text("0\n")
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert report.problems == []
+    parsed = next(x for x in report.trials if x.trial_name == trial.name)
+    assert parsed.reward == 0.0 and parsed.outcome == FAILED
+    assert parsed.reward_source.endswith("verifier/reward.txt")
+
+
+# ------------------------------------------------------------------ outcomes
+
+
+@pytest.mark.parametrize(("exception", "reward", "outcome"), [
+    (None, 1.0, PASSED),
+    (None, 0.0, FAILED),
+    (None, 0.5, FAILED),
+    (None, None, INFRA_ERROR),
+    ("AgentTimeoutError", 1.0, TIMEOUT),
+    ("AgentTimeoutError", 0.0, TIMEOUT),
+    ("NonZeroAgentExitCodeError", 0.0, AGENT_ERROR),
+    ("ContextWindowExceededError", None, AGENT_ERROR),
+    ("ApiRateLimitError", None, AGENT_ERROR),
+    ("PermissionError", 0.0, AGENT_ERROR),
+    ("AgentSomethingNewError", None, AGENT_ERROR),
+    ("RewardFileNotFoundError", None, INFRA_ERROR),
+    ("RewardFileEmptyError", None, INFRA_ERROR),
+    ("VerifierTimeoutError", None, INFRA_ERROR),
+    ("VerifierOutputParseError", None, INFRA_ERROR),
+    ("EnvironmentStartTimeoutError", None, INFRA_ERROR),
+    ("SandboxBuildFailedError", None, INFRA_ERROR),
+    ("AgentSetupTimeoutError", None, INFRA_ERROR),
+    ("DockerException", None, INFRA_ERROR),
+    ("CancelledError", None, INFRA_ERROR),
+])
+def test_outcome_mapping(exception, reward, outcome):
+    assert outcome_for(exception, reward) == outcome
+
+
+def test_outcomes_read_from_trials(tmp_path, spec):
+    t = sorted(spec.tasks)
+    _build(tmp_path, spec, rewards={t[0]: [1.0, 0.0, 1.0]}, exceptions={
+        (t[1], 1): "AgentTimeoutError", (t[1], 2): "NonZeroAgentExitCodeError",
+        (t[1], 3): "RewardFileNotFoundError"})
+    tree = parse_tree(tmp_path)
+    assert tree.problems == []
+    outcome = {(x.task_name.split("/")[1], x.attempt): x.outcome for x in tree.trials}
+    first, second = t[0].replace("/", "-"), t[1].replace("/", "-")
+    assert [outcome[(first, a)] for a in (1, 2, 3)] == [PASSED, FAILED, PASSED]
+    assert [outcome[(second, a)] for a in (1, 2, 3)] == [TIMEOUT, AGENT_ERROR, INFRA_ERROR]
+
+
+def test_attempts_follow_start_time_not_directory_names(tmp_path, spec):
+    job = _build(tmp_path, spec)
+    task = sorted(spec.tasks)[0]
+    last = job.trial(task, 3)
+    edit_json(last / "result.json", lambda d: d.update({"started_at": "2026-12-01T00:00:00Z"}))
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert report.problems == []
+    mine = [x for x in report.trials if x.spec_task == task]
+    assert [x.attempt for x in mine] == [1, 2, 3]
+    assert mine[0].trial_name == last.name
+    again = validate_submission(tmp_path, _meta(), spec)
+    assert [(x.trial_dir, x.attempt) for x in again.trials] == [
+        (x.trial_dir, x.attempt) for x in report.trials]
+
+
+# ------------------------------------------------------------------ costs
+
+
+def test_missing_costs_are_computed_from_tokens_with_the_dated_table(tmp_path, spec):
+    _build(tmp_path, spec, cost_usd=None, tokens=(1_000_000, 400_000, 50_000))
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert report.problems == []
+    price = pricing.PRICES["gpt-5-5"]
+    expected = (600_000 * price.input + 400_000 * price.cached + 50_000 * price.output) / 1e6
+    assert all(t.cost_computed and t.cost_usd == pytest.approx(expected) for t in report.trials)
+    summary = report.claimed_summary()
+    assert summary["cost_computed_trials"] == 21
+    assert summary["cost_usd_total"] == pytest.approx(21 * expected)
+    assert summary["price_table_date"] == pricing.PRICE_TABLE_DATE == report.price_table_date
+
+
+def test_price_table_covers_the_papers_models():
+    import yaml
+
+    paper = yaml.safe_load((REPO / "leaderboard" / "demo" / "paper.yaml").read_text())
+    names = {row["model"] for row in paper["leaderboard"]}
+    assert names, "paper.yaml lists models"
+    for name in names:
+        assert pricing.price_for(name) is not None, name
+    assert pricing.normalize_model("anthropic/claude-opus-4.8-20261001") == "claude-opus-4-8"
+    assert pricing.price_for("acme/mystery-1") is None
+    assert pricing.compute_cost("acme/mystery-1", 10, 0, 10) is None
+    assert pricing.PRICE_TABLE_DATE >= "2026-01-01"
+
+
+def test_cost_and_tokens_both_missing_is_reported(tmp_path, spec):
+    _build(tmp_path, spec, cost_usd=None, tokens=None)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert _codes(report) == {"cost_missing"}
+    assert len(report.problems) == 21
+
+
+# ------------------------------------------------------------------ secrets
+
+OPENAI = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+OPENAI_OLD = "sk-" + "Zy9xWv8uTs7rQp6oNm5lKj4iHg3fEd2c"
+ANTHROPIC = "sk-ant-api03-" + "Qw3rTy6uIo9pAs2dFg5hJk8lZx1cVb4n-AAAA"
+GOOGLE = "AIza" + "SyD3x4mPl3K3y_f0rT3st1ng0nlyABCDEFG"
+AWS_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+GITHUB = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+GITHUB_PAT = "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz"
+BEARER = "eyJhbGciOiJIUzI1NiJ9." + "c2VjcmV0LXRva2Vu.dGVzdA"
+PEM_BODY = "MIIEowIBAAKCAQEA7bq0x" + "Q2Zz9nP4k3Lr8sT1uV6wX0yZ5aB7cD9eF2gH4iJ6kL"
+PEM = ("-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "\n" + PEM_BODY[::-1] +
+       "\n-----END RSA PRIVATE KEY-----")
+ALL_SECRETS = [OPENAI, OPENAI_OLD, ANTHROPIC, GOOGLE, AWS_ID, AWS_SECRET, GITHUB, GITHUB_PAT,
+               BEARER, PEM_BODY, PEM_BODY[::-1]]
+
+
+def test_secrets_are_found_and_redacted_everywhere(tmp_path, spec):
+    job = _build(tmp_path, spec)
+    trial = job.trial(sorted(spec.tasks)[0], 1)
+    traj_path = trial / "agent" / "trajectory.json"
+    doc = atif_trajectory(agent="codex", version="0.130.0", model=MODEL, task="x", modern=True,
+                          session="s-1")
+    doc["steps"][1]["tool_calls"][0]["arguments"] = {
+        "command": f"export OPENAI_API_KEY={OPENAI} ANTHROPIC_API_KEY={ANTHROPIC}"}
+    doc["steps"][1]["observation"]["results"][0]["content"] = (
+        f"key file:\n{PEM}\nAWS_ACCESS_KEY_ID={AWS_ID}\naws_secret_access_key = {AWS_SECRET}\n")
+    doc["steps"][2]["message"] = f'curl -H "Authorization: Bearer {BEARER}" https://x'
+    doc["extra"] = {"google": GOOGLE, "headers": {"Authorization": f"Bearer {BEARER}"}}
+    write_json(traj_path, doc, indent=2)
+    log = trial / "trial.log"
+    log.write_text(
+        "line one\n"
+        f"token {GITHUB} and {GITHUB_PAT}\n"
+        "three\n"
+        f"{PEM}\n"
+        "after the key\n"
+        f"old style {OPENAI_OLD}\n")
+    (job.job_dir / "job.log").write_text(f"using {GOOGLE}\n")
+    binary = trial / "artifacts" / "blob.bin"
+    binary.write_bytes(b"\0\x01" + OPENAI.encode())  # binary: not text, left alone
+
+    findings = scan_and_redact(tmp_path)
+
+    rel = lambda p: p.relative_to(tmp_path).as_posix()  # noqa: E731
+    got = {(f.file, f.line, f.kind) for f in findings}
+    traj_lines = traj_path.read_text().splitlines()
+    assert (rel(log), 2, "github_token") in got
+    assert sum(1 for f in findings if f.file == rel(log) and f.kind == "github_token") == 2
+    assert (rel(log), 4, "private_key") in got
+    assert (rel(log), 9, "openai_api_key") in got  # the PEM block spans lines 4-7
+    assert (rel(job.job_dir / "job.log"), 1, "google_api_key") in got
+    traj_kinds = {f.kind for f in findings if f.file == rel(traj_path)}
+    assert traj_kinds == {"openai_api_key", "anthropic_api_key", "private_key",
+                          "aws_access_key_id", "aws_secret_access_key", "bearer_token",
+                          "google_api_key"}
+    assert all(f.line >= 1 for f in findings)
+    assert all(f.file != rel(binary) for f in findings)
+    # Line numbers point at the lines that held the secrets (JSON is re-parsed below).
+    assert all("[REDACTED:" in traj_lines[f.line - 1]
+               for f in findings if f.file == rel(traj_path))
+    # No finding (or its repr) carries the secret.
+    assert not any(s in repr(findings) for s in ALL_SECRETS)
+    # The stored copies hold no secret any more, and JSON still parses.
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path != binary:
+            text = path.read_text(errors="replace")
+            for secret in ALL_SECRETS:
+                assert secret not in text, (path, secret[:6])
+            if path.suffix == ".json":
+                json.loads(text)
+    redacted = json.loads(traj_path.read_text())
+    assert "[REDACTED:openai_api_key]" in redacted["steps"][1]["tool_calls"][0]["arguments"][
+        "command"]
+    assert redacted["extra"]["headers"]["Authorization"] == "Bearer [REDACTED:bearer_token]"
+    assert "after the key" in log.read_text() and "[REDACTED:private_key]" in log.read_text()
+    # Still a complete, valid submission (the trajectory is still ATIF).
+    assert validate_submission(tmp_path, _meta(), spec).problems == []
+    # Idempotent: a second pass finds nothing.
+    assert scan_and_redact(tmp_path) == []
+
+
+# ------------------------------------------------------------------ metadata
+
+
+def test_metadata_accepts_yaml_and_json():
+    for fmt in ("yaml", "json"):
+        meta = parse_metadata(build_metadata(fmt=fmt))
+        assert meta.benchmark == SLUG and meta.models[0].model_name == "gpt-5.5"
+    yaml_text = build_metadata(fmt="yaml").replace("harness_version: 0.130.0",
+                                                   "harness_version: 1.0")
+    assert parse_metadata(yaml_text).harness_version == "1.0"
+    assert parse_metadata(build_metadata(extra_key="ignored")).harness == "codex"
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"agent_url": "javascript:alert(1)"}, "agent_url"),
+    ({"agent_url": "ftp://example.org/agent"}, "agent_url"),
+    ({"agent_url": "data:text/html,hi"}, "agent_url"),
+    ({"models": []}, "models"),
+    ({"benchmark": "healthagentbench-synthetic"}, "benchmark"),
+    ({"benchmark": "../etc@1.0"}, "benchmark"),
+    ({"benchmark": "Bad Name@1.0"}, "benchmark"),
+    ({"agent_display_name": "x" * 201}, "agent_display_name"),
+    ({"notes": "n" * 5001}, "notes"),
+    ({"harness": "codex\nx"}, "harness"),
+])
+def test_metadata_rejects(changes, field):
+    doc = build_metadata(**{k: v for k, v in changes.items() if k != "models"})
+    if "models" in changes:
+        doc["models"] = changes["models"]
+    with pytest.raises(MetadataError) as exc:
+        parse_metadata(doc)
+    assert field in {p.path.split(":", 1)[1].split(".")[0].split("[")[0]
+                     for p in exc.value.problems}
+
+
+def test_metadata_reports_every_problem_and_oversized_model_strings():
+    doc = build_metadata(agent_url="javascript:x", benchmark="nope")
+    del doc["agent_display_name"]
+    doc["models"] = [{"model_name": "m" * 500, "model_provider": "openai"}]
+    with pytest.raises(MetadataError) as exc:
+        parse_metadata(doc)
+    paths = {p.path for p in exc.value.problems}
+    assert {"metadata:agent_url", "metadata:benchmark", "metadata:agent_display_name",
+            "metadata:models[0].model_name", "metadata:models[0].model_display_name"} <= paths
+
+
+def test_metadata_yaml_alias_bomb_is_refused_quickly():
+    bomb = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for i, name in enumerate("bcdefghi"):
+        prev = "abcdefghi"[i]
+        bomb.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    text = "\n".join(bomb) + "\n"
+    start = time.perf_counter()
+    with pytest.raises(MetadataError) as exc:
+        parse_metadata(text)
+    assert time.perf_counter() - start < 1.0
+    assert exc.value.problems[0].code == "metadata_yaml_alias"
+    # Even a single harmless-looking anchor is refused, and so are oversized documents.
+    with pytest.raises(MetadataError):
+        parse_metadata(build_metadata(fmt="yaml") + "x: &anchor 1\ny: *anchor\n")
+    with pytest.raises(MetadataError) as big:
+        parse_metadata(b"notes: " + b"x" * (70 * 1024))
+    assert big.value.problems[0].code == "metadata_too_large"
+    with pytest.raises(MetadataError) as wide:
+        parse_metadata("items:\n" + "".join(f"  - {i}\n" for i in range(6000)))
+    assert wide.value.problems[0].code == "metadata_too_complex"
+    with pytest.raises(MetadataError) as tagged:
+        parse_metadata("agent_url: !!python/object/apply:os.system ['true']\n")
+    assert tagged.value.problems[0].code == "metadata_syntax"
+
+
+def test_metadata_benchmark_must_match_the_version(tmp_path, spec):
+    _build(tmp_path, spec)
+    report = validate_submission(tmp_path, _meta(benchmark="healthagentbench@1.0"), spec)
+    assert _codes(report) == {"benchmark_mismatch"}
+
+
+def test_metadata_harness_must_match_the_agent(tmp_path, spec):
+    _build(tmp_path, spec)
+    report = validate_submission(tmp_path, _meta(harness="claude-code"), spec)
+    assert _codes(report) == {"metadata_harness_mismatch"}
+
+
+def test_missing_metadata_and_no_jobs_are_reported(tmp_path, spec):
+    (tmp_path / "readme.txt").write_text("nothing here")
+    report = validate_submission(tmp_path, None, spec)
+    codes = _codes(report)
+    assert {"metadata_missing", "no_job_directories", "attempts_missing"} <= codes
+
+
+def test_private_key_split_over_json_strings_is_redacted(tmp_path):
+    path = tmp_path / "notes.json"
+    path.write_text(json.dumps({"a": "-----BEGIN PRIVATE KEY-----", "b": PEM_BODY,
+                                "c": "-----END PRIVATE KEY-----", "d": "kept"}, indent=2))
+    findings = scan_and_redact(tmp_path)
+    assert [(f.file, f.line, f.kind) for f in findings] == [("notes.json", 2, "private_key")]
+    doc = json.loads(path.read_text())
+    assert PEM_BODY not in path.read_text()
+    assert list(doc) == ["a", "b", "c", "d"] and doc["d"] == "kept"
