@@ -25,8 +25,9 @@ Outcome of a trial (from ``exception_info.exception_type``; see ``outcome_for``)
 * ``AgentTimeoutError`` -> ``timeout`` (even when the verifier still ran and wrote a reward);
 * agent-side exceptions -> ``agent_error``: ``NonZeroAgentExitCodeError`` and its subclasses
   (``ApiError``, ``ApiRateLimitError``, ``ContextWindowExceededError``,
-  ``OutputTokenExceededError``, ``AgentAuthenticationError``, ``ModelNotFoundError``, ...), ``PermissionError``, and any
-  unknown exception type whose name starts with ``Agent``/``Api`` or mentions ``Model``/``Token``;
+  ``OutputTokenExceededError``, ``AgentAuthenticationError``, ``ModelNotFoundError``, ...),
+  ``PermissionError``, and any unknown exception type whose name starts with ``Agent``/``Api``
+  or mentions ``Model``/``Token``;
 * everything else -> ``infra_error``: environment start/build/health-check errors
   (``EnvironmentStartTimeoutError``, ``SandboxBuildFailedError``, ``HealthcheckError``, Docker
   errors), ``AgentSetupTimeoutError`` (the agent never got the task), ``CancelledError`` and the
@@ -41,6 +42,7 @@ Outcome of a trial (from ``exception_info.exception_type``; see ``outcome_for``)
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -62,6 +64,9 @@ MAX_REWARD_TXT_BYTES = 1024
 MAX_SCAN_DEPTH = 6  # directories below the tree root searched for job directories
 MAX_TRIALS = 5000
 MAX_MESSAGE_CHARS = 2000
+MAX_NAME_CHARS = 1000
+MAX_TOKENS = 10**15  # per trial; far above any real run, well inside a bigint
+MAX_COST_USD = 1e7
 
 # Directories directly under a job directory that are never trials.
 NON_TRIAL_DIRS = frozenset({"__MACOSX", ".git"})
@@ -164,10 +169,10 @@ class HarborAgentInfo(_Lenient):
 
 
 class HarborAgentResult(_Lenient):
-    n_input_tokens: int | None = Field(default=None, ge=0)
-    n_cache_tokens: int | None = Field(default=None, ge=0)
-    n_output_tokens: int | None = Field(default=None, ge=0)
-    cost_usd: float | None = Field(default=None, ge=0)
+    n_input_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    n_cache_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    n_output_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    cost_usd: float | None = Field(default=None, ge=0, le=MAX_COST_USD)
 
 
 class HarborVerifierResult(_Lenient):
@@ -185,6 +190,7 @@ class HarborTiming(_Lenient):
 
 
 class HarborTrialResult(_Lenient):
+    id: str | None = None
     task_name: str | None = None
     trial_name: str | None = None
     task_id: dict[str, Any] | None = None
@@ -212,17 +218,22 @@ class HarborTrialResult(_Lenient):
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """The agent configuration that must be identical across a submission's trials."""
+    """The agent configuration that must be identical across a submission's trials (hashable:
+    the kwargs are kept as canonical JSON; ``kwargs`` gives them back as a dict)."""
 
     name: str | None
     import_path: str | None
     model_name: str | None
-    kwargs: tuple[tuple[str, str], ...] = ()  # sorted (key, repr(value)) pairs
+    kwargs_json: str = "{}"
 
     @classmethod
     def from_config(cls, cfg: HarborAgentConfig) -> AgentSpec:
         return cls(cfg.name, cfg.import_path, cfg.model_name,
-                   tuple(sorted((str(k), repr(v)) for k, v in cfg.kwargs.items())))
+                   json.dumps(cfg.kwargs, sort_keys=True, default=str))
+
+    @property
+    def kwargs(self) -> dict:
+        return json.loads(self.kwargs_json)
 
     @property
     def model_provider(self) -> str | None:
@@ -238,12 +249,13 @@ class AgentSpec:
 
     def describe(self) -> str:
         who = self.name or self.import_path or "?"
-        kw = ", ".join(f"{k}={v}" for k, v in self.kwargs)
-        return f"{who} / model {self.model_name or 'none'}" + (f" / kwargs {{{kw}}}" if kw else "")
+        kw = self.kwargs_json if self.kwargs_json != "{}" else ""
+        suffix = f" / kwargs {kw[:200]}" if kw else ""
+        return f"{who} / model {self.model_name or 'none'}{suffix}"
 
     def as_dict(self) -> dict:
         return {"name": self.name, "import_path": self.import_path,
-                "model_name": self.model_name, "kwargs": dict(self.kwargs)}
+                "model_name": self.model_name, "kwargs": self.kwargs}
 
 
 @dataclass
@@ -252,6 +264,7 @@ class ParsedTrial:
     trial_dir: str  # tree-relative POSIX path
     trial_name: str
     harbor_version: str | None = None  # from job lock.json (0.2x) when present
+    trial_id: str | None = None  # result.json id (a UUID)
     has_result: bool = False
     has_config: bool = False
     task_name: str | None = None  # as Harbor recorded it (result.json task_name)
@@ -498,9 +511,10 @@ def parse_tree(root: Path | str) -> ParsedTree:
         if not _is_regular(job_dir / "result.json"):
             problems.append(Problem("job_result_missing", f"{job_rel}/result.json",
                                     "the job's result.json is missing (did the job finish?)"))
+            job_result = None
         else:
-            read_json(root, job_dir / "result.json", problems, code="job_result_invalid",
-                      max_bytes=MAX_RESULT_BYTES)
+            job_result = read_json(root, job_dir / "result.json", problems,
+                                   code="job_result_invalid", max_bytes=MAX_RESULT_BYTES)
         version = _harbor_version(root, job_dir, problems)
         agents = []
         for item in job_config.get("agents") or []:
@@ -519,8 +533,54 @@ def parse_tree(root: Path | str) -> ParsedTree:
                                         f"more than {MAX_TRIALS} trial directories"))
                 break
             trials.append(parse_trial(root, Path(entry.path), job_rel, version, problems))
+        _check_job_completeness(job_rel, job_result, [t for t in trials if t.job_dir == job_rel],
+                                problems)
     number_attempts(trials)
     return ParsedTree(jobs, trials, problems)
+
+
+def _listed_trial_names(job_result: dict) -> set[str]:
+    """Trial names the job's result.json lists in its per-eval reward/exception stats."""
+    names: set[str] = set()
+    stats = job_result.get("stats") if isinstance(job_result, dict) else None
+    evals = stats.get("evals") if isinstance(stats, dict) else None
+    for agg in (evals or {}).values() if isinstance(evals, dict) else ():
+        if not isinstance(agg, dict):
+            continue
+        groups = []
+        for per_key in (agg.get("reward_stats") or {}).values():
+            if isinstance(per_key, dict):
+                groups.extend(per_key.values())
+        exception_stats = agg.get("exception_stats") or {}
+        if isinstance(exception_stats, dict):
+            groups.extend(exception_stats.values())
+        for group in groups:
+            if isinstance(group, list):
+                names.update(str(n)[:200] for n in group if isinstance(n, str))
+    return names
+
+
+def _check_job_completeness(job_rel: str, job_result, job_trials: list[ParsedTrial],
+                            problems: list[Problem]) -> None:
+    """Every trial the job ran must be uploaded (no picking the best attempts): the trials
+    named in result.json's stats and its ``n_total_trials`` must all be present."""
+    if not isinstance(job_result, dict):
+        return
+    present = {t.trial_name for t in job_trials} | {PurePosixPath(t.trial_dir).name
+                                                    for t in job_trials}
+    missing = sorted(_listed_trial_names(job_result) - present)
+    path = f"{job_rel}/result.json"
+    if missing:
+        shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+        problems.append(Problem("job_trials_missing", path,
+                                f"{len(missing)} trial(s) of this job are not in the upload: "
+                                f"{shown}; upload the complete job directory"))
+    total = job_result.get("n_total_trials")
+    if isinstance(total, int) and not isinstance(total, bool) and not missing and (
+            total > len(job_trials)):
+        problems.append(Problem("job_trials_missing", path,
+                                f"the job ran {total} trials; {len(job_trials)} are in the "
+                                "upload"))
 
 
 def number_attempts(trials: list[ParsedTrial], key=lambda t: t.task_name or t.task_path) -> None:
@@ -588,22 +648,23 @@ def parse_trial(root: Path, trial_dir: Path, job_rel: str, harbor_version: str |
                                     if config.timeout_multiplier is not None else 1.0)
         trial.verifier_disabled = bool(config.verifier.disable)
         trial.overrides = find_overrides(raw_config)
-        trial.task_path = config.task.path or config.task.name
+        trial.task_path = (config.task.path or config.task.name or "")[:MAX_NAME_CHARS] or None
         if config.trial_name:
             trial.trial_name = config.trial_name[:200]
 
     _read_lock(root, trial_dir, trial, problems)
 
     if result is not None:
-        trial.task_name = result.task_name
+        trial.trial_id = (result.id or "")[:100] or None
+        trial.task_name = result.task_name[:MAX_NAME_CHARS] if result.task_name else None
         if result.task_id and isinstance(result.task_id.get("path"), str):
-            trial.task_path = result.task_id["path"]
+            trial.task_path = result.task_id["path"][:MAX_NAME_CHARS]
         trial.task_checksum = result.task_checksum
         if result.trial_name:
             trial.trial_name = result.trial_name[:200]
         if result.agent_info:
-            trial.agent_info_name = result.agent_info.name
-            trial.agent_version = result.agent_info.version
+            trial.agent_info_name = (result.agent_info.name or "")[:200] or None
+            trial.agent_version = (result.agent_info.version or "")[:100] or None
         ar = result.agent_result
         if ar is not None:
             trial.input_tokens = ar.n_input_tokens

@@ -10,7 +10,8 @@ database; ``spec_from_packages`` builds one from task package directories).
 Problem codes (``Problem.code``):
 
 reading the tree (submissions.harbor): ``no_job_directories``, ``job_config_invalid``,
-``job_result_missing``, ``job_result_invalid``, ``config_missing``, ``config_invalid``,
+``job_result_missing``, ``job_result_invalid``, ``job_trials_missing`` (the job's result.json
+lists trials, or counts more trials, than were uploaded: no picking the best attempts), ``config_missing``, ``config_invalid``,
 ``result_missing``, ``result_invalid``, ``lock_invalid``, ``manifest_invalid``,
 ``reward_invalid``, ``too_many_trials``;
 metadata: ``metadata_missing``, ``metadata_syntax``, ``metadata_encoding``,
@@ -18,8 +19,10 @@ metadata: ``metadata_missing``, ``metadata_syntax``, ``metadata_encoding``,
 ``benchmark_mismatch``, ``metadata_model_mismatch``, ``metadata_harness_mismatch``,
 ``metadata_harness_version_mismatch``;
 task identity: ``task_unknown``, ``task_digest_mismatch``, ``task_digest_missing``;
-coverage: ``attempts_missing``, ``attempts_extra``;
-agent: ``agent_config_missing``, ``agent_config_mixed``, ``job_agents_mixed``;
+coverage: ``attempts_missing``, ``attempts_extra``, ``trial_duplicate`` (the same Harbor
+trial id twice);
+agent: ``agent_config_missing``, ``agent_config_mixed``, ``agent_version_mixed``,
+``job_agents_mixed``;
 integrity: ``timeout_multiplier``, ``override``, ``verifier_disabled``;
 evidence: ``trajectory_missing``, ``trajectory_invalid``, ``artifact_missing``;
 claims: ``reward_mismatch``, ``cost_missing``, ``cost_missing_no_price``.
@@ -37,6 +40,7 @@ from pydantic import ValidationError
 from evaluation.graders.base import GradingInputError, load_json
 from submissions import pricing
 from submissions.harbor import (
+    PASSED,
     AgentSpec,
     ParsedTrial,
     ParsedTree,
@@ -303,6 +307,14 @@ def _check_tasks(spec: BenchmarkSpec, trials: list[ParsedTrial], problems: list[
 
 def _check_coverage(spec: BenchmarkSpec, trials: list[ParsedTrial],
                     problems: list[Problem]) -> None:
+    seen: dict[str, ParsedTrial] = {}
+    for trial in trials:
+        if trial.trial_id and trial.trial_id in seen:
+            problems.append(Problem("trial_duplicate", trial.trial_dir,
+                                    f"the same trial (id {trial.trial_id}) as "
+                                    f"{seen[trial.trial_id].trial_dir}"))
+        elif trial.trial_id:
+            seen[trial.trial_id] = trial
     k = spec.attempts_per_task
     by_task: dict[str, list[ParsedTrial]] = defaultdict(list)
     for trial in trials:
@@ -335,6 +347,17 @@ def _check_agent(parsed: ParsedTree, trials: list[ParsedTrial],
                                         "no agent configuration recorded"))
             continue
         configs[trial.agent].append(trial)
+    versions: dict[str, list[ParsedTrial]] = defaultdict(list)
+    for trial in trials:
+        if trial.agent_version:
+            versions[trial.agent_version].append(trial)
+    if len(versions) > 1:
+        ranked_versions = sorted(versions.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        for version, members in ranked_versions[1:]:
+            problems.append(Problem(
+                "agent_version_mixed", members[0].trial_dir,
+                f"{len(members)} trial(s) ran agent version {version[:40]!r}, the others "
+                f"{ranked_versions[0][0][:40]!r}; one agent version per submission"))
     if not configs:
         return None
     ranked = sorted(configs.items(), key=lambda kv: (-len(kv[1]), kv[0].describe()))
@@ -416,8 +439,15 @@ def _check_trial_integrity(trial: ParsedTrial, problems: list[Problem]) -> None:
                                 "the verifier was disabled for this trial"))
 
 
+def _agent_worked(trial: ParsedTrial) -> bool:
+    """The agent ran (timing recorded), or the trial claims a pass or used tokens: then its
+    trajectory and output are required whatever the timing fields say."""
+    return trial.agent_ran or trial.outcome == PASSED or bool(
+        trial.input_tokens or trial.output_tokens)
+
+
 def _check_trajectory(root: Path, trial: ParsedTrial, problems: list[Problem]) -> None:
-    if not trial.agent_ran:
+    if not _agent_worked(trial):
         return
     path = f"{trial.trial_dir}/agent/trajectory.json"
     if trial.trajectory_path is None:
@@ -432,17 +462,31 @@ def _check_trajectory(root: Path, trial: ParsedTrial, problems: list[Problem]) -
 
 def _check_artifact(root: Path, spec: BenchmarkSpec, trial: ParsedTrial,
                     problems: list[Problem]) -> None:
-    if not trial.spec_task or not trial.agent_ran:
+    if not trial.spec_task or not _agent_worked(trial):
         return
     wanted = spec.output_for(trial.spec_task)
     found = find_output(root, trial, wanted)
-    if found is None:
+    if found is None and not _no_output_excused(trial, wanted):
         problems.append(Problem(
             "artifact_missing", f"{trial.trial_dir}/artifacts{wanted.rstrip('/')}",
             f"the agent's output {wanted} was not collected (list it in the job's `artifacts`); "
             "the site re-grades from it"))
-    else:
+    elif found is not None:
         trial.artifact_paths = [found]
+
+
+def _no_output_excused(trial: ParsedTrial, wanted: str) -> bool:
+    """An agent that wrote no output simply failed: accepted for a trial that does not claim a
+    pass when Harbor tried to collect the path and recorded it as not there (a manifest entry
+    with status failed/skipped), or, for Harbor 0.1.x (no artifact collection, no manifest),
+    when the trial has no artifacts/ folder at all. A claimed pass always needs its output."""
+    if trial.outcome == PASSED:
+        return False
+    source = "/" + wanted.strip().strip("/")
+    if trial.manifest:
+        return any(str(m.get("source") or "").rstrip("/") == source
+                   and m.get("status") in ("failed", "skipped") for m in trial.manifest)
+    return trial.harbor_version is None and trial.artifacts_dir is None
 
 
 def _check_claims(trial: ParsedTrial, problems: list[Problem]) -> None:

@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,7 @@ def _copy_trial(src: Path, name: str, **result_changes) -> Path:
 
     def change(doc):
         doc["trial_name"] = name
+        doc["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, name))  # another run: another id
         doc.update(result_changes)
 
     edit_json(dst / "result.json", change)
@@ -196,6 +198,7 @@ def test_every_failure_mode_is_reported_together(tmp_path, spec):
         ("task_unknown", rel(gt)),
         ("task_digest_mismatch", rel(job.trial(t[2], 1))),
         ("attempts_missing", t[3]),
+        ("job_trials_missing", f"{rel(job.job_dir)}/result.json"),  # the deleted attempt
         ("attempts_extra", t[4]),
         ("agent_config_mixed", rel(odd)),
         ("cost_missing_no_price", f"{rel(odd)}/result.json"),
@@ -549,3 +552,84 @@ def test_private_key_split_over_json_strings_is_redacted(tmp_path):
     doc = json.loads(path.read_text())
     assert PEM_BODY not in path.read_text()
     assert list(doc) == ["a", "b", "c", "d"] and doc["d"] == "kept"
+
+
+def test_agent_kwargs_and_versions_are_part_of_the_configuration(tmp_path, spec):
+    job = _build(tmp_path, spec, agent_kwargs={"reasoning_effort": "medium"})
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert report.problems == []
+    assert report.agent_config.kwargs == {"reasoning_effort": "medium"}
+    assert report.agent_config.as_dict()["kwargs"] == {"reasoning_effort": "medium"}
+    t = sorted(spec.tasks)
+    edit_json(job.trial(t[0], 1) / "config.json",
+              lambda d: d["agent"].update({"kwargs": {"reasoning_effort": "high"}}))
+    edit_json(job.trial(t[1], 1) / "result.json",
+              lambda d: d["agent_info"].update({"version": "0.131.0"}))
+    report = validate_submission(tmp_path, _meta(harness_version=""), spec)
+    found = {(p.code, p.path) for p in report.problems}
+    rel = lambda p: p.relative_to(tmp_path).as_posix()  # noqa: E731
+    assert found == {("agent_config_mixed", rel(job.trial(t[0], 1))),
+                     ("agent_version_mixed", rel(job.trial(t[1], 1)))}
+    assert "high" in report.problems[0].message or "high" in report.problems[1].message
+
+
+def test_uploading_part_of_a_job_or_a_trial_twice_is_reported(tmp_path, spec):
+    job = _build(tmp_path, spec)
+    t = sorted(spec.tasks)
+    dropped = job.trial(t[0], 2)
+    shutil.rmtree(dropped)
+    twin = job.job_dir / (job.trial(t[1], 1).name[:-7] + "Twin000")
+    shutil.copytree(job.trial(t[1], 1), twin)  # same result.json id
+    report = validate_submission(tmp_path, _meta(), spec)
+    found = {(p.code, p.path) for p in report.problems}
+    rel = lambda p: p.relative_to(tmp_path).as_posix()  # noqa: E731
+    assert ("job_trials_missing", f"{rel(job.job_dir)}/result.json") in found
+    assert any(p.code == "job_trials_missing" and dropped.name in p.message
+               for p in report.problems)
+    assert {("trial_duplicate", rel(job.trial(t[1], 1))),
+            ("trial_duplicate", rel(twin))} & found
+    assert ("attempts_extra", t[1]) in found and ("attempts_missing", t[0]) in found
+
+
+def test_a_failed_trial_without_output_is_accepted_only_when_collection_says_so(tmp_path, spec):
+    t = sorted(spec.tasks)
+    job = _build(tmp_path, spec, rewards={t[0]: [0.0, 0.0, 1.0]})
+    rel = lambda p: p.relative_to(tmp_path).as_posix()  # noqa: E731
+    no_output, not_collected, passed = job.trial(t[0], 1), job.trial(t[0], 2), job.trial(t[0], 3)
+    for trial in (no_output, not_collected, passed):
+        (trial / "artifacts" / "workspace" / "submission.json").unlink()
+
+    def collection_failed(doc):
+        for entry in doc:
+            if entry["source"] == "/workspace/submission.json":
+                entry["status"] = "failed"
+
+    edit_json(no_output / "artifacts" / "manifest.json", lambda d: collection_failed(d) or d)
+    report = validate_submission(tmp_path, _meta(), spec)
+    found = {(p.code, p.path) for p in report.problems}
+    assert found == {
+        ("artifact_missing", f"{rel(not_collected)}/artifacts/workspace/submission.json"),
+        ("artifact_missing", f"{rel(passed)}/artifacts/workspace/submission.json")}
+    parsed = next(x for x in report.trials if x.trial_dir == rel(no_output))
+    assert parsed.artifact_paths == [] and parsed.outcome == FAILED
+
+
+def test_harbor_01_failed_trial_without_artifacts_folder_is_accepted(tmp_path, spec):
+    t = sorted(spec.tasks)
+    job = _build(tmp_path, spec, harbor_version="0.1.18", rewards={t[0]: [0.0, 1.0, 1.0]})
+    shutil.rmtree(job.trial(t[0], 1) / "artifacts")
+    shutil.rmtree(job.trial(t[0], 2) / "artifacts")
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert [(p.code, p.path) for p in report.problems] == [(
+        "artifact_missing",
+        f"{job.trial(t[0], 2).relative_to(tmp_path).as_posix()}/artifacts/workspace/"
+        "submission.json")]
+
+
+def test_a_claimed_pass_needs_its_evidence_even_without_agent_timing(tmp_path, spec):
+    job = _build(tmp_path, spec)
+    trial = job.trial(sorted(spec.tasks)[0], 1)
+    edit_json(trial / "result.json", lambda d: d.update({"agent_execution": None}))
+    (trial / "agent" / "trajectory.json").unlink()
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert [p.code for p in report.problems] == ["trajectory_missing"]
