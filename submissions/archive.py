@@ -143,6 +143,8 @@ class ExtractReport:
 
 def _show(name, limit=120) -> str:
     """A printable, bounded rendering of a (possibly hostile) member name for messages."""
+    if isinstance(name, str) and len(name) <= limit and name.isascii() and name.isprintable():
+        return name
     text = name if isinstance(name, str) else repr(name)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
@@ -165,47 +167,41 @@ class _Entry:
 
 def _normalise_name(raw: str, limits: ArchiveLimits) -> tuple[str, bool]:
     """Validate a member name; return (normalised relative path, ends_with_slash)."""
-    shown = _show(raw)
+
+    def bad(code, problem):
+        shown = _show(raw)
+        return ArchiveError(code, f"{shown}: {problem}", shown)
+
     if len(raw) > 4 * limits.max_path_bytes + 16:
-        raise ArchiveError("name_too_long", f"{shown}: path is too long ({len(raw)} characters)", shown)
+        raise bad("name_too_long", f"path is too long ({len(raw)} characters)")
     if "\x00" in raw:
-        raise ArchiveError("unsafe_path", f"{shown}: name contains a NUL byte", shown)
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw):
-        raise ArchiveError("unsafe_path", f"{shown}: name contains a control character", shown)
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in raw):
-        raise ArchiveError("unsafe_path", f"{shown}: name is not valid UTF-8", shown)
+        raise bad("unsafe_path", "name contains a NUL byte")
+    if not raw.isprintable() and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw):
+        raise bad("unsafe_path", "name contains a control character")
+    if not raw.isascii() and any(0xD800 <= ord(ch) <= 0xDFFF for ch in raw):
+        raise bad("unsafe_path", "name is not valid UTF-8")
     if "\\" in raw:
-        raise ArchiveError(
-            "unsafe_path", f"{shown}: name contains a backslash (Windows path separator)", shown
-        )
+        raise bad("unsafe_path", "name contains a backslash (Windows path separator)")
     if raw.startswith("/"):
-        raise ArchiveError("unsafe_path", f"{shown}: absolute path", shown)
+        raise bad("unsafe_path", "absolute path")
     if _DRIVE.match(raw):
-        raise ArchiveError("unsafe_path", f"{shown}: path starts with a drive letter", shown)
+        raise bad("unsafe_path", "path starts with a drive letter")
     parts = []
     for part in raw.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
-            raise ArchiveError("unsafe_path", f"{shown}: path contains a '..' component", shown)
+            raise bad("unsafe_path", "path contains a '..' component")
         if len(part.encode("utf-8")) > limits.max_component_bytes:
-            raise ArchiveError(
-                "name_too_long",
-                f"{shown}: a path component is longer than {limits.max_component_bytes} bytes",
-                shown,
+            raise bad(
+                "name_too_long", f"a path component is longer than {limits.max_component_bytes} bytes"
             )
         parts.append(part)
     path = "/".join(parts)
     if len(path.encode("utf-8")) > limits.max_path_bytes:
-        raise ArchiveError(
-            "name_too_long", f"{shown}: path is longer than {limits.max_path_bytes} bytes", shown
-        )
+        raise bad("name_too_long", f"path is longer than {limits.max_path_bytes} bytes")
     if len(parts) > limits.max_depth:
-        raise ArchiveError(
-            "too_deep",
-            f"{shown}: path is {len(parts)} levels deep (limit {limits.max_depth})",
-            shown,
-        )
+        raise bad("too_deep", f"path is {len(parts)} levels deep (limit {limits.max_depth})")
     return path, raw.endswith("/")
 
 
@@ -275,26 +271,25 @@ class _Budget:
         path, _ = _normalise_name(raw, limits)
         if not path:
             return path
-        shown = _show(raw)
         if size < 0:
-            raise ArchiveError("bad_archive", f"{shown}: negative size", shown)
+            raise ArchiveError("bad_archive", f"{_show(raw)}: negative size", _show(raw))
         if is_dir:
             if size:
-                raise ArchiveError("bad_archive", f"{shown}: directory entry with data", shown)
+                raise ArchiveError("bad_archive", f"{_show(raw)}: directory entry with data", _show(raw))
         else:
             if size > limits.max_file_bytes:
                 raise ArchiveError(
                     "too_large",
-                    f"{shown}: file is {size} bytes (limit {limits.max_file_bytes})",
-                    shown,
+                    f"{_show(raw)}: file is {size} bytes (limit {limits.max_file_bytes})",
+                    _show(raw),
                 )
             self.total += size
             if self.total > limits.max_total_bytes:
                 raise ArchiveError(
                     "too_large",
                     f"archive unpacks to more than {limits.max_total_bytes} bytes "
-                    f"(reached at {shown})",
-                    shown,
+                    f"(reached at {_show(raw)})",
+                    _show(raw),
                 )
         self.names.add(path, is_dir, raw)
         return path
@@ -302,8 +297,10 @@ class _Budget:
 
 def _check_mode(mode: int, raw: str, *, is_dir: bool):
     """Unix mode bits from a zip external attribute or tar header."""
-    shown = _show(raw)
     kind = stat.S_IFMT(mode)
+    if kind in (0, stat.S_IFREG, stat.S_IFDIR) and (is_dir or not mode & (stat.S_ISUID | stat.S_ISGID)):
+        return
+    shown = _show(raw)
     if kind == stat.S_IFLNK:
         raise ArchiveError("link_member", f"{shown}: symbolic links are not allowed", shown)
     if kind in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK):
@@ -388,16 +385,16 @@ def detect_format(path, claimed_name: str | None = None) -> str:
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         real = "zip"
     elif head.startswith(b"\x1f\x8b\x08"):
+        with open(path, "rb") as handle:
+            data = handle.read(64 * 1024)
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            block = inflater.decompress(head, 512)
+            block = inflater.decompress(data, 512)
         except zlib.error:
             raise ArchiveError("bad_archive", f"{label}: corrupt gzip data") from None
-        if len(block) < 512 and inflater.eof is False and len(head) == 1024:
-            block = block  # header larger than our peek (long gzip FNAME); fall through
         if _is_tar_header(block):
             real = "tar.gz"
-        elif len(block) < 263 and len(head) < 1024:
+        elif len(block) < 512 and not inflater.eof and len(data) < 64 * 1024:
             raise ArchiveError("truncated", f"{label}: gzip data ends before the first tar header")
         else:
             raise ArchiveError(
@@ -429,11 +426,19 @@ def detect_format(path, claimed_name: str | None = None) -> str:
 
 
 class _Writer:
-    """Creates directories and files under dest through O_NOFOLLOW directory descriptors."""
+    """Creates directories and files under dest through O_NOFOLLOW directory descriptors.
+
+    Every directory is opened relative to its parent's descriptor with O_NOFOLLOW and every file
+    is created with O_CREAT|O_EXCL|O_NOFOLLOW, so an existing link is never followed. Each new
+    directory is additionally resolved (realpath) and checked to be inside dest; a file's target
+    is its checked directory plus a validated single component. At most MAX_FDS directory
+    descriptors stay open."""
+
+    MAX_FDS = 128
 
     def __init__(self, dest: Path):
         self.dest = dest
-        self.real_dest = Path(os.path.realpath(dest))
+        self.real_dest = os.path.realpath(dest)
         self.root_fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         self.fds: dict[str, int] = {"": self.root_fd}
 
@@ -444,8 +449,8 @@ class _Writer:
         self.fds = {}
 
     def _check_target(self, rel: str):
-        target = Path(os.path.realpath(self.real_dest / rel))
-        if target != self.real_dest and not target.is_relative_to(self.real_dest):
+        target = os.path.realpath(os.path.join(self.real_dest, rel))
+        if not target.startswith(self.real_dest + os.sep):
             raise ArchiveError("unsafe_path", f"{_show(rel)}: resolves outside the destination", rel)
 
     def directory(self, rel: str) -> int:
@@ -454,6 +459,11 @@ class _Writer:
         parent, _, name = rel.rpartition("/")
         parent_fd = self.directory(parent)
         self._check_target(rel)
+        if len(self.fds) >= self.MAX_FDS:
+            for key, fd in list(self.fds.items()):
+                if key and key != parent and not parent.startswith(key + "/"):
+                    os.close(fd)
+                    del self.fds[key]
         try:
             os.mkdir(name, 0o700, dir_fd=parent_fd)
         except FileExistsError:
@@ -470,7 +480,8 @@ class _Writer:
     def open_file(self, rel: str) -> int:
         parent, _, name = rel.rpartition("/")
         parent_fd = self.directory(parent)
-        self._check_target(rel)
+        if not name or name in (".", "..") or "/" in name:  # pragma: no cover - names are validated
+            raise ArchiveError("unsafe_path", f"{_show(rel)}: bad file name", rel)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(name, flags, 0o600, dir_fd=parent_fd)
@@ -599,10 +610,10 @@ def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
         try:
             with zipfile.ZipFile(handle) as zf:
                 infos = zf.infolist()
-        except ArchiveError:
-            raise
         except Exception as exc:  # BadZipFile, struct.error, UnicodeDecodeError, ValueError...
             raise ArchiveError("bad_archive", f"{label}: corrupt zip archive ({_show(str(exc))})") from None
+        if len(infos) != entries:
+            raise ArchiveError("bad_archive", f"{label}: the zip central directory and end record disagree")
 
         budget = _Budget(limits)
         plan = []
@@ -621,12 +632,11 @@ def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
             mode = info.external_attr >> 16
             is_dir = raw.endswith("/") or stat.S_IFMT(mode) == stat.S_IFDIR
             _check_mode(mode, raw, is_dir=is_dir)
-            if "\x00" in raw:  # zipfile truncates names at NUL; refuse instead
-                raise ArchiveError("unsafe_path", f"{shown}: name contains a NUL byte", shown)
-            rel = budget.entry(raw, info.file_size, is_dir)
-            if not is_dir:
+            if not is_dir:  # the ratio first: it is the precise diagnosis of a bomb
                 _ratio_error(limits, info.file_size, info.compress_size, limits.max_member_ratio,
                              f"{shown}", raw)
+            # orig_filename keeps NUL bytes (zipfile cuts .filename at the first NUL)
+            rel = budget.entry(raw, info.file_size, is_dir)
             plan.append(_Entry(raw, rel, is_dir, info.file_size, info))
         _ratio_error(limits, budget.total, size, limits.max_overall_ratio, f"{label}: the archive")
 
@@ -741,6 +751,7 @@ class _CappedReader:
     a ratio guard, bounded single reads and short backward seeks into a retained tail."""
 
     TAIL = 64 * 1024
+    HEADER_ALLOWANCE = 3 * 1024  # header + pax/GNU extension + padding, per member
 
     def __init__(self, raw, *, cap, max_read, compressed_size, limits, label, gzipped):
         self.raw, self.cap, self.max_read = raw, cap, max_read
@@ -749,6 +760,7 @@ class _CappedReader:
         self.pos = 0
         self.tail = b""  # the last bytes pulled, ending at self.produced
         self.eof = False
+        self.entries_seen = 0  # tar headers are compressible overhead, not content
 
     def _pull(self, n):
         allowed = self.cap - self.produced
@@ -770,7 +782,8 @@ class _CappedReader:
                 "too_large", f"{self.label}: the tar stream exceeds the size cap of {self.cap} bytes"
             )
         if self.gzipped:
-            _ratio_error(self.limits, self.produced, self.compressed_size,
+            content = self.produced - (self.entries_seen + 2) * self.HEADER_ALLOWANCE
+            _ratio_error(self.limits, content, self.compressed_size,
                          self.limits.max_overall_ratio, f"{self.label}: the gzip stream")
         self.tail = (self.tail + data)[-self.TAIL :] if len(data) < self.TAIL else data[-self.TAIL :]
         return data
@@ -791,10 +804,7 @@ class _CappedReader:
                 break
             need = n - len(out)
             out += data[:need]
-            self.pos += min(need, len(data))
-            if len(data) > need:
-                # keep the surplus readable by rewinding our logical position only
-                pass
+            self.pos += min(need, len(data))  # any surplus stays readable from self.tail
         return out
 
     def seek(self, offset, whence=0):
@@ -885,26 +895,27 @@ def _tar_plan(path, fmt, limits, label):
         tf = _tar_open(reader, label)
         budget = _Budget(limits)
         plan = []
-        member = tf.firstmember if tf.firstmember is not None else None
-        first = True
         while True:
-            if not first or member is None:
-                member = _tar_next(tf, label) if not first else None
-            first = False
+            member = _tar_next(tf, label)
             if member is None:
                 break
             _tar_member_check(member, limits)
             rel = budget.entry(member.name, member.size, member.isdir())
+            reader.entries_seen = budget.count
             plan.append(_Entry(member.name, rel, member.isdir(), member.size))
+        if fmt == "tar.gz":
+            _ratio_error(limits, budget.total, reader.compressed_size, limits.max_overall_ratio,
+                         f"{label}: the archive")
         # tarfile stops silently at a missing or garbage header: require a zero end block.
+        # POSIX: two zero blocks end the archive. Anything else means truncation or garbage.
         try:
             reader.seek(tf.offset)
-            block = reader.read(512)
+            block = reader.read(1024)
         except OSError:
             block = None
         if block is None:
             raise ArchiveError("bad_archive", f"{label}: corrupt tar archive")
-        if len(block) < 512:
+        if len(block) < 1024 and not block.strip(b"\x00"):
             raise ArchiveError("truncated", f"{label}: the tar end-of-archive marker is missing (truncated)")
         if block.strip(b"\x00"):
             raise ArchiveError("bad_archive", f"{label}: invalid tar header at offset {tf.offset}")
@@ -919,11 +930,11 @@ def _tar_plan(path, fmt, limits, label):
 
 def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
     raw, stream, reader = _open_tar_stream(path, fmt, limits, label)
+    reader.entries_seen = len(plan)
     try:
         tf = _tar_open(reader, label)
         index = 0
-        member = tf.firstmember
-        while member is not None:
+        while (member := _tar_next(tf, label)) is not None:
             if index >= len(plan) or plan[index].raw != member.name or plan[index].size != member.size:
                 raise ArchiveError("bad_archive", f"{label}: the tar archive changed between passes")
             entry = plan[index]
@@ -954,7 +965,6 @@ def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
                     finally:
                         os.close(fd)
                     _record_file(report, entry.path, sink)
-            member = _tar_next(tf, label)
         if index != len(plan):
             raise ArchiveError("bad_archive", f"{label}: the tar archive changed between passes")
     finally:

@@ -18,6 +18,7 @@ Error policy (the same for every category):
 import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 
@@ -51,18 +52,23 @@ class JudgeUnavailable(Exception):
 
 
 class _Reject(Exception):
-    """Raised from inside json hooks; converted to GradingInputError with the file name."""
+    """Raised from inside json hooks; converted to GradingInputError with the file name.
+    `locate` = (kind, value) lets parse_json_text find the offending token's line and column."""
+
+    def __init__(self, message, locate=None):
+        super().__init__(message)
+        self.locate = locate
 
 
 def _no_constants(name):
-    raise _Reject(f"{name} is not allowed (only finite numbers are valid)")
+    raise _Reject(f"{name} is not allowed (only finite numbers are valid)", ("word", name))
 
 
 def _no_duplicate_keys(pairs):
     obj = {}
     for key, value in pairs:
         if key in obj:
-            raise _Reject(f"duplicate key {_short(key)}")
+            raise _Reject(f"duplicate key {_short(key)}", ("key", key))
         obj[key] = value
     return obj
 
@@ -70,15 +76,56 @@ def _no_duplicate_keys(pairs):
 def _parse_int(text):
     digits = text.lstrip("-")
     if len(digits) > MAX_INT_DIGITS:
-        raise _Reject(f"integer with {len(digits)} digits is too large")
+        raise _Reject(f"integer with {len(digits)} digits is too large", ("word", text))
     return int(text)
 
 
 def _parse_float(text):
     value = float(text)
     if not math.isfinite(value):
-        raise _Reject(f"number {_short(text)} is out of range (not finite)")
+        raise _Reject(f"number {_short(text)} is out of range (not finite)", ("word", text))
     return value
+
+
+# Tokens outside strings, used only on the error path to report where a hook rejected something.
+_LOCATE_TOKEN = re.compile(
+    r'(?P<str>"[^"\\]*(?:\\.[^"\\]*)*")(?P<colon>\s*:)?'
+    r"|(?P<word>-?Infinity|NaN|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<open>[{\[])|(?P<close>[}\]])"
+)
+_LOCATE_MAX_CHARS = 8 * 1024 * 1024
+
+
+def _locate(text, locate):
+    """Character offset of the token a json hook rejected (first match in document order)."""
+    if not locate or len(text) > _LOCATE_MAX_CHARS:
+        return None
+    kind, value = locate
+    stack = []
+    for match in _LOCATE_TOKEN.finditer(text):
+        if kind == "word":
+            if match.group("word") == value:
+                return match.start()
+            continue
+        if match.group("str") is not None:
+            if match.group("colon") and stack and stack[-1] is not None:
+                try:
+                    key = json.loads(match.group("str"))
+                except ValueError:
+                    continue
+                if key == value and key in stack[-1]:
+                    return match.start()
+                stack[-1].add(key)
+        elif match.group("open") is not None:
+            stack.append(set() if match.group("open") == "{" else None)
+        elif match.group("close") is not None and stack:
+            stack.pop()
+    return None
+
+
+def _line_col(text, offset):
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _short(value, limit=60):
@@ -103,7 +150,9 @@ def parse_json_text(text, *, label):
             f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
     except _Reject as exc:
-        raise GradingInputError(f"{label}: invalid JSON: {exc}") from None
+        offset = _locate(text, exc.locate)
+        where = "" if offset is None else " (line %d, column %d)" % _line_col(text, offset)
+        raise GradingInputError(f"{label}: invalid JSON: {exc}{where}") from None
     except RecursionError:
         raise GradingInputError(f"{label}: invalid JSON: nesting is too deep") from None
     except ValueError as exc:  # e.g. int conversion limits
@@ -143,16 +192,25 @@ def read_capped_bytes(path, *, max_bytes, label=None):
 
 
 def decode_utf8(data, *, label, allow_bom=False):
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise GradingInputError(
+            f"{label}: starts with a UTF-16/UTF-32 byte order mark (line 1, column 1); "
+            "the file must be UTF-8"
+        )
     if data.startswith(b"\xef\xbb\xbf"):
         if not allow_bom:
-            raise GradingInputError(f"{label}: starts with a UTF-8 byte order mark (BOM)")
+            raise GradingInputError(
+                f"{label}: starts with a UTF-8 byte order mark (BOM) (line 1, column 1)"
+            )
         data = data[3:]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        column = len(data[line_start : exc.start].decode("utf-8", "replace")) + 1
         raise GradingInputError(
-            f"{label}: invalid UTF-8 at byte {exc.start} (line {line})"
+            f"{label}: invalid UTF-8 at byte {exc.start} (line {line}, column {column})"
         ) from None
 
 

@@ -131,6 +131,34 @@ def zeros_deflate(total: int, chunk: int = 64 * 1024 * 1024) -> bytes:
     return piece * (total // chunk) + end
 
 
+def tgz_of_zeros(name: str, size: int, chunk: int = 4 * 1024 * 1024) -> bytes:
+    """A .tar.gz holding one file of `size` zero bytes, assembled from repeated full-flushed
+    deflate pieces (no need to compress `size` bytes)."""
+    info = tarfile.TarInfo(name)
+    info.size = size
+    header = info.tobuf(format=tarfile.GNU_FORMAT)
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = c.compress(header) + c.flush(zlib.Z_FULL_FLUSH)
+    body = zeros_deflate(size, chunk)[:-2]  # drop the empty final block, appended below
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    tail = c.compress(bytes(1024 + (-size) % 512)) + c.flush()
+    crc = _crc_of_zeros(zlib.crc32(header), size)
+    crc = zlib.crc32(bytes(1024 + (-size) % 512), crc)
+    total = len(header) + size + 1024 + (-size) % 512
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first + body + tail
+            + struct.pack("<LL", crc, total & 0xFFFFFFFF))
+
+
+def _crc_of_zeros(crc, length):
+    """CRC-32 continued over `length` zero bytes (streamed in 1 MiB steps)."""
+    block = bytes(1024 * 1024)
+    while length:
+        step = min(length, len(block))
+        crc = zlib.crc32(block[:step], crc)
+        length -= step
+    return crc
+
+
 def quoted_overlap_zip(n: int = 10, kernel_size: int = 1024 * 1024) -> bytes:
     """David Fifield's quoted-overlap zip bomb (CVE-2024-0450 shape): every member's deflate data
     quotes the next member's local header in a stored block and then runs into that member's
@@ -184,8 +212,14 @@ def tar_bytes(members, *, fmt=tarfile.PAX_FORMAT, compress=True) -> bytes:
     return buf.getvalue()
 
 
+class _TarInfo(tarfile.TarInfo):
+    """TarInfo with a place for the member's content (TarInfo itself has __slots__)."""
+
+    _data = None
+
+
 def tinfo(name, *, type=tarfile.REGTYPE, data=b"", linkname="", mode=0o644, size=None):
-    info = tarfile.TarInfo(name)
+    info = _TarInfo(name)
     info.type = type
     info.mode = mode
     info.linkname = linkname
