@@ -24,6 +24,8 @@ from pathlib import Path
 
 import yaml
 
+REPO = Path(__file__).resolve().parents[2]
+TASKS_DIR = REPO / "tasks"
 BENCHMARK = "healthagentbench-synthetic"
 DEFAULT_OUTPUT = "/workspace/submission.json"
 _ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
@@ -61,6 +63,25 @@ def _uuid(*parts) -> str:
 def _suffix(*parts) -> str:
     digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:7])
+
+
+def default_output_path(name: str) -> str:
+    """The category's declared output (``[metadata].submission_path``) for ``<category>/...``."""
+    from evaluation.task_specs import CATEGORIES
+
+    info = CATEGORIES.get(name.split("/", 1)[0])
+    return info.submission_path if info else DEFAULT_OUTPUT
+
+
+def default_checksum(name: str, digest: str, tasks_dir: Path | None = None) -> str:
+    """What Harbor writes as ``task_checksum``: dirhash of the task directory when the package
+    exists here, else the digest."""
+    task_dir = (tasks_dir or TASKS_DIR) / name
+    if ".." not in Path(name).parts and (task_dir / "task.toml").is_file():
+        from dirhash import dirhash
+
+        return dirhash(str(task_dir), "sha256")
+    return digest
 
 
 def harbor_task_name(name: str) -> str:
@@ -205,12 +226,15 @@ def build_job_dir(
     cost_usd=_DEFAULT,
     job_name: str = "2026-12-02__09-18-40",
     started: datetime | None = None,
+    tasks_dir: Path | None = None,
 ) -> BuiltJob:
     """Write ``root/<job_name>/`` like ``harbor run -p tasks -a <agent> -m <model> -k <attempts>``.
 
     ``tasks``: benchmark task name (``<category>/<task_id>``) -> content digest (written to each
     trial's lock.json as ``sha256:<digest>``; Harbor 0.1.x has no lock). ``checksums``: task ->
-    ``result.json`` ``task_checksum`` (Harbor's dirhash; defaults to the digest).
+    ``result.json`` ``task_checksum`` (default: Harbor's dirhash of ``tasks/<name>`` when that
+    package exists, else the digest). ``output_paths`` defaults to each category's declared
+    ``submission_path`` (``/workspace/output/`` for ehr-format-conversion).
     ``overrides``: dotted keys set in every trial config (and the job config), e.g.
     ``{"environment.override_memory_mb": 8192, "timeout_multiplier": 2.0}``.
     ``outputs``: task -> bytes of the output file, or {relative name: bytes} for a directory
@@ -235,7 +259,8 @@ def build_job_dir(
     version = AGENT_VERSIONS.get(agent, "unknown")
     start = started or datetime(2026, 12, 2, 9, 18, 40, 573803)
     job_id = _uuid("job", job_name, harbor_version)
-    container_outputs = sorted({output_paths.get(t, DEFAULT_OUTPUT) for t in tasks})
+    output_paths = {t: output_paths.get(t) or default_output_path(t) for t in tasks}
+    container_outputs = sorted(set(output_paths.values()))
     agent_full = _agent_config(agent, model, agent_kwargs, modern, full=True)
 
     # ---------------------------------------------------------------- job config
@@ -282,7 +307,8 @@ def build_job_dir(
         harbor_name = harbor_task_name(name)
         short = harbor_name.split("/", 1)[1]
         task_path = f"tasks/{name}"
-        container_out = output_paths.get(name, DEFAULT_OUTPUT)
+        container_out = output_paths[name]
+        checksum = checksums.get(name) or default_checksum(name, digest, tasks_dir)
         for attempt in range(1, attempts + 1):
             trial_name = f"{short[:32]}__{_suffix(job_name, name, attempt)}"
             trial_dir = job_dir / trial_name
@@ -359,7 +385,7 @@ def build_job_dir(
                 "trial_uri": f"file:///home/submitter/jobs/{job_name}/{trial_name}",
                 "task_id": {"path": task_path},
                 "source": None,
-                "task_checksum": checksums.get(name, digest),
+                "task_checksum": checksum,
                 "config": config_full,
                 "agent_info": {"name": agent, "version": version, "model_info": model_info},
                 "agent_result": {"n_input_tokens": in_tok, "n_cache_tokens": cache_tok,

@@ -58,11 +58,10 @@ def spec() -> BenchmarkSpec:
 
 
 def _build(root: Path, spec: BenchmarkSpec, **kwargs):
+    # Output paths and Harbor's task_checksum default to what the real packages declare.
     kwargs.setdefault("agent", "codex")
     kwargs.setdefault("model", MODEL)
-    return build_job_dir(
-        root, spec.tasks, attempts=spec.attempts_per_task, output_paths=spec.outputs,
-        checksums={t: next(iter(c)) for t, c in spec.checksums.items()}, **kwargs)
+    return build_job_dir(root, spec.tasks, attempts=spec.attempts_per_task, **kwargs)
 
 
 def _meta(**kwargs):
@@ -124,8 +123,7 @@ def test_two_job_directories_count_as_one_submission(tmp_path, spec):
     tasks = list(spec.tasks)
     first = {t: spec.tasks[t] for t in tasks[:4]}
     second = {t: spec.tasks[t] for t in tasks[4:]}
-    common = dict(agent="codex", model=MODEL, output_paths=spec.outputs,
-                  checksums={t: next(iter(c)) for t, c in spec.checksums.items()})
+    common = dict(agent="codex", model=MODEL)
     build_job_dir(tmp_path, first, job_name="2026-12-01__10-00-00", **common)
     build_job_dir(tmp_path, second, job_name="2026-12-02__10-00-00", **common)
     report = validate_submission(tmp_path, _meta(), spec)
