@@ -7,7 +7,7 @@ import pytest
 from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry, TaskCell
 from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus
-from tests.factories import published_submission, AgentFactory
+from tests.factories import AgentFactory, published_submission
 
 
 def _entries(bv):
@@ -131,3 +131,25 @@ def test_equal_rates_share_a_rank(small_benchmark):
         published_submission(AgentFactory(slug=slug), tasks, ["PFF"] * 5)
     leaderboard_recompute(benchmark_version=bv)
     assert sorted(e.rank for e in _entries(bv).values()) == [1, 1]
+
+
+def test_means_exclude_infrastructure_errors(small_benchmark):
+    """Scored attempts: 100 s / 1k tokens / $0.5 and 200 s / 2k / $1.5; an infrastructure error
+    of 10,000 s / 1M tokens / $99 must not count: means 150 s, 1,500 tokens, $1 per attempt,
+    $2 per success; coverage 3 of the 15 required attempts."""
+    from submissions.models import Trial
+
+    bv, tasks = small_benchmark
+    sub = published_submission(AgentFactory(slug="m"), tasks[:1], ["PFI"])
+    for attempt, (dur, out, cost) in enumerate(
+            [(100, 1000, "0.5"), (200, 2000, "1.5"), (10_000, 1_000_000, "99")], start=1):
+        Trial.objects.filter(submission=sub, attempt=attempt).update(
+            duration_s=dur, output_tokens=out, cost_usd=Decimal(cost))
+    leaderboard_recompute(benchmark_version=bv)
+    e = _entries(bv)["m"]
+    assert (e.successes, e.attempts, e.infra_errors) == (1, 2, 1)
+    assert e.mean_duration_s == pytest.approx(150)
+    assert e.mean_output_tokens == pytest.approx(1500)
+    assert e.cost_per_attempt_usd == Decimal("1.0000")
+    assert e.cost_per_success_usd == Decimal("2.0000")
+    assert e.coverage == pytest.approx(3 / 15)
