@@ -1,4 +1,4 @@
-"""The one vetted archive extractor for uploaded submissions (reliability matrix U4-U12, invariant 1).
+"""The one vetted archive extractor for uploaded submissions (matrix rows U4-U12, invariant 1).
 
 Everything that unpacks user-supplied archives goes through `safe_extract()`; nothing in the
 project calls `extractall`, `ZipFile.extract` or `TarFile.extract`. Django-free (standard library
@@ -41,7 +41,10 @@ Decisions (ASVS 5.1.1: permitted types, sizes and behaviour on malicious files):
   counter). Then every member is streamed with a byte counter: a zip member that inflates beyond
   its declared size is `too_large` at that point, never written past the cap. Ratios are only
   enforced above `ratio_floor_bytes` (tiny files of zeros compress thousands of times).
-  For tar.gz the ratio is the tar stream size over the compressed size (one stream).
+  For tar.gz (one compressed stream) there is no per-member ratio: the declared content total over
+  the archive size is checked after the header pass, and while inflating, the tar stream minus a
+  3 KiB allowance per header (tar headers of small files compress ~100x) is held to the overall
+  ratio, so a gzip bomb stops after inflating about 100 x its size.
 - Zip members are decompressed here (zlib), not by zipfile: zipfile is used only to parse the
   central directory. Python 3.12.1 predates the CVE-2024-0450 fix, so overlapping members
   (quoted-overlap bombs) are detected by hand: every member's local header and data must lie
@@ -52,7 +55,11 @@ Decisions (ASVS 5.1.1: permitted types, sizes and behaviour on malicious files):
 - Truncation: a zip without its end record, a gzip stream that ends early, or a tar whose data or
   end-of-archive marker is missing is `truncated`; other structural damage is `bad_archive`.
   No exception other than ArchiveError escapes safe_extract for any input bytes.
-- On any error safe_extract removes everything it wrote under `dest`.
+- On any error safe_extract removes everything it wrote under `dest`. `ArchiveError.member` is a
+  printable, length-bounded rendering of the member name (safe to show and log).
+- Known false rejects, by design: Windows zips with backslash separators (old .NET /
+  PowerShell), archives with hard links or sparse files, bzip2/lzma/zstd zip members, pre-POSIX
+  (v7) tars without the "ustar" magic, tars ending with a single zero block.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import logging
 import os
 import re
 import shutil
@@ -74,6 +82,8 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 CHUNK = MiB
@@ -117,10 +127,13 @@ class ArchiveError(Exception):
     def __init__(self, code: str, message: str, member: str | None = None):
         if code not in ERROR_CODES:
             raise ValueError(f"unknown archive error code {code!r}")
-        super().__init__(message)
+        super().__init__(code, message, member)  # args round-trip through pickle (Celery)
         self.code = code
         self.message = message
         self.member = member
+
+    def __str__(self):
+        return self.message
 
     def as_dict(self) -> dict:
         return {"code": self.code, "message": self.message, "member": self.member}
@@ -154,8 +167,16 @@ def _show(name, limit=120) -> str:
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_ARCHIVE_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00",
-                  b"7z\xbc\xaf\x27\x1c", b"Rar!", b"\x28\xb5\x2f\xfd")
+_ARCHIVE_MAGIC = (
+    b"PK\x03\x04",
+    b"PK\x05\x06",
+    b"\x1f\x8b",
+    b"BZh",
+    b"\xfd7zXZ\x00",
+    b"7z\xbc\xaf\x27\x1c",
+    b"Rar!",
+    b"\x28\xb5\x2f\xfd",
+)
 
 
 class _Entry:
@@ -194,7 +215,8 @@ def _normalise_name(raw: str, limits: ArchiveLimits) -> tuple[str, bool]:
             raise bad("unsafe_path", "path contains a '..' component")
         if len(part.encode("utf-8")) > limits.max_component_bytes:
             raise bad(
-                "name_too_long", f"a path component is longer than {limits.max_component_bytes} bytes"
+                "name_too_long",
+                f"a path component is longer than {limits.max_component_bytes} bytes",
             )
         parts.append(part)
     path = "/".join(parts)
@@ -210,14 +232,16 @@ def _key(path: str) -> str:
 
 
 class _NameTable:
-    """Detects exact, case-insensitive and Unicode-normalisation collisions, and file/dir clashes."""
+    """Detects exact, case-insensitive and Unicode-form collisions, and file/dir clashes."""
 
     def __init__(self):
         self.files: dict[str, str] = {}
         self.dirs: dict[str, tuple[str, bool]] = {}  # key -> (spelling, explicit)
 
     def _clash(self, path, other, raw):
-        what = "the same name" if path == other else "a name that differs only in case or Unicode form"
+        what = (
+            "the same name" if path == other else "a name that differs only in case or Unicode form"
+        )
         raise ArchiveError(
             "duplicate_name",
             f"{_show(raw)}: ambiguous archive, {_show(path)} and {_show(other)} are {what}",
@@ -275,7 +299,9 @@ class _Budget:
             raise ArchiveError("bad_archive", f"{_show(raw)}: negative size", _show(raw))
         if is_dir:
             if size:
-                raise ArchiveError("bad_archive", f"{_show(raw)}: directory entry with data", _show(raw))
+                raise ArchiveError(
+                    "bad_archive", f"{_show(raw)}: directory entry with data", _show(raw)
+                )
         else:
             if size > limits.max_file_bytes:
                 raise ArchiveError(
@@ -298,7 +324,9 @@ class _Budget:
 def _check_mode(mode: int, raw: str, *, is_dir: bool):
     """Unix mode bits from a zip external attribute or tar header."""
     kind = stat.S_IFMT(mode)
-    if kind in (0, stat.S_IFREG, stat.S_IFDIR) and (is_dir or not mode & (stat.S_ISUID | stat.S_ISGID)):
+    if kind in (0, stat.S_IFREG, stat.S_IFDIR) and (
+        is_dir or not mode & (stat.S_ISUID | stat.S_ISGID)
+    ):
         return
     shown = _show(raw)
     if kind == stat.S_IFLNK:
@@ -308,9 +336,7 @@ def _check_mode(mode: int, raw: str, *, is_dir: bool):
             "special_member", f"{shown}: device, FIFO or socket entries are not allowed", shown
         )
     if not is_dir and mode & (stat.S_ISUID | stat.S_ISGID):
-        raise ArchiveError(
-            "special_member", f"{shown}: setuid/setgid files are not allowed", shown
-        )
+        raise ArchiveError("special_member", f"{shown}: setuid/setgid files are not allowed", shown)
 
 
 def _ratio_error(limits, uncompressed, compressed, limit, what, member=None):
@@ -381,7 +407,9 @@ def detect_format(path, claimed_name: str | None = None) -> str:
         with open(path, "rb") as handle:
             head = handle.read(1024)
     except OSError as exc:
-        raise ArchiveError("bad_archive", f"{label}: cannot read the archive ({exc.strerror})") from None
+        raise ArchiveError(
+            "bad_archive", f"{label}: cannot read the archive ({exc.strerror})"
+        ) from None
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         real = "zip"
     elif head.startswith(b"\x1f\x8b\x08"):
@@ -451,7 +479,9 @@ class _Writer:
     def _check_target(self, rel: str):
         target = os.path.realpath(os.path.join(self.real_dest, rel))
         if not target.startswith(self.real_dest + os.sep):
-            raise ArchiveError("unsafe_path", f"{_show(rel)}: resolves outside the destination", rel)
+            raise ArchiveError(
+                "unsafe_path", f"{_show(rel)}: resolves outside the destination", rel
+            )
 
     def directory(self, rel: str) -> int:
         if rel in self.fds:
@@ -511,8 +541,13 @@ class _Sink:
                 "(the header lies)",
                 self.rel,
             )
-        if self.written > self.limits.max_file_bytes or self.state["total"] > self.limits.max_total_bytes:
-            raise ArchiveError("too_large", f"{_show(self.rel)}: size cap exceeded while extracting", self.rel)
+        if (
+            self.written > self.limits.max_file_bytes
+            or self.state["total"] > self.limits.max_total_bytes
+        ):
+            raise ArchiveError(
+                "too_large", f"{_show(self.rel)}: size cap exceeded while extracting", self.rel
+            )
         if len(self.head) < 8:
             self.head += data[: 8 - len(self.head)]
         view = memoryview(data)
@@ -533,7 +568,9 @@ def _clear_dir(dest: Path):
 # ----------------------------------------------------------------------------- zip
 
 
-_EOCD = struct.Struct("<4s4H2LH")  # sig, disk, cd disk, entries here, entries total, size, offset, comment len
+_EOCD = struct.Struct(
+    "<4s4H2LH"
+)  # sig, disk, cd disk, entries here, entries total, size, offset, comment len
 _ZIP64_LOCATOR = struct.Struct("<4sLQL")
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
 _CDH = struct.Struct("<4s6H3L5H2L")  # central directory header (46 bytes)
@@ -558,7 +595,9 @@ def _zip_end_record(handle, size, label):
     eocd_at = size - tail_len + pos
     cd_end = eocd_at
     if disk != 0 or cd_disk != 0:
-        raise ArchiveError("unsupported_format", f"{label}: multi-disk (spanned) zip archives are not supported")
+        raise ArchiveError(
+            "unsupported_format", f"{label}: multi-disk (spanned) zip archives are not supported"
+        )
     loc = pos - _ZIP64_LOCATOR.size
     if loc >= 0 and tail[loc : loc + 4] == b"PK\x06\x07":
         _, _, z64_at, _ = _ZIP64_LOCATOR.unpack_from(tail, loc)
@@ -581,7 +620,8 @@ def _zip_end_record(handle, size, label):
 def _zip_walk_directory(handle, cd_offset, cd_size, entries, limits, label):
     if entries > limits.max_entries:
         raise ArchiveError(
-            "too_many_entries", f"{label}: archive declares {entries} entries (limit {limits.max_entries})"
+            "too_many_entries",
+            f"{label}: archive declares {entries} entries (limit {limits.max_entries})",
         )
     handle.seek(cd_offset)
     data = handle.read(cd_size)
@@ -599,7 +639,9 @@ def _zip_walk_directory(handle, cd_offset, cd_size, entries, limits, label):
                 "too_many_entries", f"{label}: archive has more than {limits.max_entries} entries"
             )
     if pos != cd_size or count != entries:
-        raise ArchiveError("bad_archive", f"{label}: the zip central directory and end record disagree")
+        raise ArchiveError(
+            "bad_archive", f"{label}: the zip central directory and end record disagree"
+        )
 
 
 def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
@@ -611,9 +653,13 @@ def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
             with zipfile.ZipFile(handle) as zf:
                 infos = zf.infolist()
         except Exception as exc:  # BadZipFile, struct.error, UnicodeDecodeError, ValueError...
-            raise ArchiveError("bad_archive", f"{label}: corrupt zip archive ({_show(str(exc))})") from None
+            raise ArchiveError(
+                "bad_archive", f"{label}: corrupt zip archive ({_show(str(exc))})"
+            ) from None
         if len(infos) != entries:
-            raise ArchiveError("bad_archive", f"{label}: the zip central directory and end record disagree")
+            raise ArchiveError(
+                "bad_archive", f"{label}: the zip central directory and end record disagree"
+            )
 
         budget = _Budget(limits)
         plan = []
@@ -621,7 +667,9 @@ def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
             raw = info.orig_filename
             shown = _show(raw)
             if info.flag_bits & 0x41 or info.compress_type == 99:
-                raise ArchiveError("encrypted", f"{shown}: encrypted zip members are not allowed", shown)
+                raise ArchiveError(
+                    "encrypted", f"{shown}: encrypted zip members are not allowed", shown
+                )
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 raise ArchiveError(
                     "unsupported_format",
@@ -633,8 +681,14 @@ def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
             is_dir = raw.endswith("/") or stat.S_IFMT(mode) == stat.S_IFDIR
             _check_mode(mode, raw, is_dir=is_dir)
             if not is_dir:  # the ratio first: it is the precise diagnosis of a bomb
-                _ratio_error(limits, info.file_size, info.compress_size, limits.max_member_ratio,
-                             f"{shown}", raw)
+                _ratio_error(
+                    limits,
+                    info.file_size,
+                    info.compress_size,
+                    limits.max_member_ratio,
+                    f"{shown}",
+                    raw,
+                )
             # orig_filename keeps NUL bytes (zipfile cuts .filename at the first NUL)
             rel = budget.entry(raw, info.file_size, is_dir)
             plan.append(_Entry(raw, rel, is_dir, info.file_size, info))
@@ -665,7 +719,9 @@ def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
                     "bad_archive", f"{shown}: local and central file names differ", shown
                 )
             if flags & 0x41:
-                raise ArchiveError("encrypted", f"{shown}: encrypted zip members are not allowed", shown)
+                raise ArchiveError(
+                    "encrypted", f"{shown}: encrypted zip members are not allowed", shown
+                )
             data_start = info.header_offset + _LFH.size + name_len + extra_len
             data_end = data_start + info.compress_size
             limit = ordered[i + 1].info.header_offset if i + 1 < len(ordered) else cd_offset
@@ -696,11 +752,15 @@ def _zip_extract(path, plan, writer, limits, state, report):
                 handle.seek(data_start)
                 remaining = info.compress_size
                 crc = 0
-                inflater = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+                inflater = (
+                    zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+                )
                 while remaining:
                     chunk = handle.read(min(CHUNK, remaining))
                     if not chunk:
-                        raise ArchiveError("truncated", f"{_show(entry.path)}: data is cut short", entry.path)
+                        raise ArchiveError(
+                            "truncated", f"{_show(entry.path)}: data is cut short", entry.path
+                        )
                     remaining -= len(chunk)
                     if inflater is None:
                         crc = zlib.crc32(chunk, crc)
@@ -713,7 +773,9 @@ def _zip_extract(path, plan, writer, limits, state, report):
                             out = inflater.decompress(data, CHUNK)
                         except zlib.error as exc:
                             raise ArchiveError(
-                                "bad_archive", f"{_show(entry.path)}: corrupt deflate data ({exc})", entry.path
+                                "bad_archive",
+                                f"{_show(entry.path)}: corrupt deflate data ({exc})",
+                                entry.path,
                             ) from None
                         crc = zlib.crc32(out, crc)
                         sink.write(out)
@@ -721,15 +783,20 @@ def _zip_extract(path, plan, writer, limits, state, report):
                     if inflater.eof:
                         break
                 if inflater is not None and not inflater.eof:
-                    raise ArchiveError("truncated", f"{_show(entry.path)}: deflate stream is cut short", entry.path)
+                    raise ArchiveError(
+                        "truncated", f"{_show(entry.path)}: deflate stream is cut short", entry.path
+                    )
                 if sink.written != info.file_size:
                     raise ArchiveError(
                         "bad_archive",
-                        f"{_show(entry.path)}: {sink.written} bytes instead of the declared {info.file_size}",
+                        f"{_show(entry.path)}: {sink.written} bytes instead of the declared "
+                        f"{info.file_size}",
                         entry.path,
                     )
                 if crc != info.CRC:
-                    raise ArchiveError("bad_archive", f"{_show(entry.path)}: CRC-32 mismatch", entry.path)
+                    raise ArchiveError(
+                        "bad_archive", f"{_show(entry.path)}: CRC-32 mismatch", entry.path
+                    )
             finally:
                 os.close(fd)
             _record_file(report, entry.path, sink)
@@ -755,7 +822,12 @@ class _CappedReader:
 
     def __init__(self, raw, *, cap, max_read, compressed_size, limits, label, gzipped):
         self.raw, self.cap, self.max_read = raw, cap, max_read
-        self.compressed_size, self.limits, self.label, self.gzipped = compressed_size, limits, label, gzipped
+        self.compressed_size, self.limits, self.label, self.gzipped = (
+            compressed_size,
+            limits,
+            label,
+            gzipped,
+        )
         self.produced = 0  # bytes pulled from raw
         self.pos = 0
         self.tail = b""  # the last bytes pulled, ending at self.produced
@@ -770,22 +842,34 @@ class _CappedReader:
         try:
             data = self.raw.read(n)
         except EOFError:
-            raise ArchiveError("truncated", f"{self.label}: compressed data ends early (truncated)") from None
+            raise ArchiveError(
+                "truncated", f"{self.label}: compressed data ends early (truncated)"
+            ) from None
         except (zlib.error, gzip.BadGzipFile, OSError) as exc:
-            raise ArchiveError("bad_archive", f"{self.label}: corrupt compressed data ({exc})") from None
+            raise ArchiveError(
+                "bad_archive", f"{self.label}: corrupt compressed data ({exc})"
+            ) from None
         if not data:
             self.eof = True
             return b""
         self.produced += len(data)
         if self.produced > self.cap:
             raise ArchiveError(
-                "too_large", f"{self.label}: the tar stream exceeds the size cap of {self.cap} bytes"
+                "too_large",
+                f"{self.label}: the tar stream exceeds the size cap of {self.cap} bytes",
             )
         if self.gzipped:
             content = self.produced - (self.entries_seen + 2) * self.HEADER_ALLOWANCE
-            _ratio_error(self.limits, content, self.compressed_size,
-                         self.limits.max_overall_ratio, f"{self.label}: the gzip stream")
-        self.tail = (self.tail + data)[-self.TAIL :] if len(data) < self.TAIL else data[-self.TAIL :]
+            _ratio_error(
+                self.limits,
+                content,
+                self.compressed_size,
+                self.limits.max_overall_ratio,
+                f"{self.label}: the gzip stream",
+            )
+        self.tail = (
+            (self.tail + data)[-self.TAIL :] if len(data) < self.TAIL else data[-self.TAIL :]
+        )
         return data
 
     def read(self, n=-1):
@@ -856,7 +940,9 @@ def _tar_open(reader, label):
     except ArchiveError:
         raise
     except Exception as exc:
-        raise ArchiveError("bad_archive", f"{label}: not a readable tar archive ({_show(str(exc))})") from None
+        raise ArchiveError(
+            "bad_archive", f"{label}: not a readable tar archive ({_show(str(exc))})"
+        ) from None
 
 
 def _tar_next(tf, label):
@@ -866,18 +952,27 @@ def _tar_next(tf, label):
         raise
     except tarfile.ReadError as exc:
         code = "truncated" if "unexpected end" in str(exc) else "bad_archive"
-        raise ArchiveError(code, f"{label}: {'truncated' if code == 'truncated' else 'corrupt'} tar archive ({exc})") from None
+        raise ArchiveError(
+            code,
+            f"{label}: {'truncated' if code == 'truncated' else 'corrupt'} tar archive ({exc})",
+        ) from None
     except Exception as exc:
-        raise ArchiveError("bad_archive", f"{label}: corrupt tar archive ({_show(str(exc))})") from None
+        raise ArchiveError(
+            "bad_archive", f"{label}: corrupt tar archive ({_show(str(exc))})"
+        ) from None
 
 
 def _tar_member_check(member, limits):
     raw = member.name
     shown = _show(raw)
     if member.issym() or member.islnk():
-        raise ArchiveError("link_member", f"{shown}: symbolic and hard links are not allowed", shown)
+        raise ArchiveError(
+            "link_member", f"{shown}: symbolic and hard links are not allowed", shown
+        )
     if member.ischr() or member.isblk() or member.isfifo():
-        raise ArchiveError("special_member", f"{shown}: device and FIFO entries are not allowed", shown)
+        raise ArchiveError(
+            "special_member", f"{shown}: device and FIFO entries are not allowed", shown
+        )
     if member.issparse():
         raise ArchiveError("special_member", f"{shown}: sparse files are not allowed", shown)
     if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE, tarfile.DIRTYPE):
@@ -904,8 +999,13 @@ def _tar_plan(path, fmt, limits, label):
             reader.entries_seen = budget.count
             plan.append(_Entry(member.name, rel, member.isdir(), member.size))
         if fmt == "tar.gz":
-            _ratio_error(limits, budget.total, reader.compressed_size, limits.max_overall_ratio,
-                         f"{label}: the archive")
+            _ratio_error(
+                limits,
+                budget.total,
+                reader.compressed_size,
+                limits.max_overall_ratio,
+                f"{label}: the archive",
+            )
         # tarfile stops silently at a missing or garbage header: require a zero end block.
         # POSIX: two zero blocks end the archive. Anything else means truncation or garbage.
         try:
@@ -916,7 +1016,9 @@ def _tar_plan(path, fmt, limits, label):
         if block is None:
             raise ArchiveError("bad_archive", f"{label}: corrupt tar archive")
         if len(block) < 1024 and not block.strip(b"\x00"):
-            raise ArchiveError("truncated", f"{label}: the tar end-of-archive marker is missing (truncated)")
+            raise ArchiveError(
+                "truncated", f"{label}: the tar end-of-archive marker is missing (truncated)"
+            )
         if block.strip(b"\x00"):
             raise ArchiveError("bad_archive", f"{label}: invalid tar header at offset {tf.offset}")
         if fmt == "tar.gz":
@@ -935,8 +1037,14 @@ def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
         tf = _tar_open(reader, label)
         index = 0
         while (member := _tar_next(tf, label)) is not None:
-            if index >= len(plan) or plan[index].raw != member.name or plan[index].size != member.size:
-                raise ArchiveError("bad_archive", f"{label}: the tar archive changed between passes")
+            if (
+                index >= len(plan)
+                or plan[index].raw != member.name
+                or plan[index].size != member.size
+            ):
+                raise ArchiveError(
+                    "bad_archive", f"{label}: the tar archive changed between passes"
+                )
             entry = plan[index]
             index += 1
             if entry.path:
@@ -957,11 +1065,21 @@ def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
                         except ArchiveError:
                             raise
                         except tarfile.ReadError as exc:
-                            raise ArchiveError("truncated", f"{_show(entry.path)}: data is cut short ({exc})", entry.path) from None
+                            raise ArchiveError(
+                                "truncated",
+                                f"{_show(entry.path)}: data is cut short ({exc})",
+                                entry.path,
+                            ) from None
                         except Exception as exc:
-                            raise ArchiveError("bad_archive", f"{_show(entry.path)}: cannot read ({_show(str(exc))})", entry.path) from None
+                            raise ArchiveError(
+                                "bad_archive",
+                                f"{_show(entry.path)}: cannot read ({_show(str(exc))})",
+                                entry.path,
+                            ) from None
                         if sink.written != entry.size:
-                            raise ArchiveError("truncated", f"{_show(entry.path)}: data is cut short", entry.path)
+                            raise ArchiveError(
+                                "truncated", f"{_show(entry.path)}: data is cut short", entry.path
+                            )
                     finally:
                         os.close(fd)
                     _record_file(report, entry.path, sink)
@@ -990,7 +1108,9 @@ def safe_extract(
     try:
         size = os.stat(archive_path).st_size
     except OSError as exc:
-        raise ArchiveError("bad_archive", f"{label}: cannot read the archive ({exc.strerror})") from None
+        raise ArchiveError(
+            "bad_archive", f"{label}: cannot read the archive ({exc.strerror})"
+        ) from None
     if size > limits.max_compressed_bytes:
         raise ArchiveError(
             "too_large", f"{label}: archive is {size} bytes (limit {limits.max_compressed_bytes})"
@@ -1016,6 +1136,7 @@ def safe_extract(
     except RecursionError:
         raise ArchiveError("bad_archive", f"{label}: corrupt archive (too deeply nested)") from None
     except Exception as exc:  # never let a malformed archive become a 500
+        log.warning("unexpected error while checking archive %s", label, exc_info=True)
         raise ArchiveError("bad_archive", f"{label}: corrupt archive ({_show(str(exc))})") from None
 
     report = ExtractReport(files=0, total_bytes=0, members=[])
@@ -1033,6 +1154,7 @@ def safe_extract(
             raise
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise  # infrastructure, not the submitter's fault
+        log.warning("unexpected error while extracting archive %s", label, exc_info=True)
         raise ArchiveError("bad_archive", f"{label}: corrupt archive ({_show(str(exc))})") from None
     writer.close()
     return report
@@ -1089,7 +1211,8 @@ def _latest_mtime(path: Path, not_before: float) -> float:
 
 
 def sweep_stale_staging(root, older_than: timedelta) -> int:
-    """Delete staging folders under `root` untouched for longer than `older_than`; return how many."""
+    """Delete staging folders under `root` untouched for longer than `older_than`.
+    Returns how many were removed."""
     root = Path(root)
     if not root.is_dir():
         return 0

@@ -151,7 +151,7 @@ def parse_json_text(text, *, label):
         ) from None
     except _Reject as exc:
         offset = _locate(text, exc.locate)
-        where = "" if offset is None else " (line %d, column %d)" % _line_col(text, offset)
+        where = "" if offset is None else " (line {}, column {})".format(*_line_col(text, offset))
         raise GradingInputError(f"{label}: invalid JSON: {exc}{where}") from None
     except RecursionError:
         raise GradingInputError(f"{label}: invalid JSON: nesting is too deep") from None

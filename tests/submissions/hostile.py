@@ -46,8 +46,14 @@ def member(name, content: bytes = b"", *, method=8, **kw) -> RawMember:
     return RawMember(name=name, data=data, method=method, **kw)
 
 
-def raw_zip(members, *, prefix: bytes = b"", entries_override: int | None = None,
-            offsets_override: dict | None = None, extra_data: list | None = None) -> bytes:
+def raw_zip(
+    members,
+    *,
+    prefix: bytes = b"",
+    entries_override: int | None = None,
+    offsets_override: dict | None = None,
+    extra_data: list | None = None,
+) -> bytes:
     """Hand-assemble a zip: local headers, data, central directory, end record (zip64 when a
     size needs it). `offsets_override` maps member index -> header offset written in the central
     directory; `extra_data` is raw bytes laid out instead of the generated local records."""
@@ -68,8 +74,22 @@ def raw_zip(members, *, prefix: bytes = b"", entries_override: int | None = None
             csize32 = usize32 = 0xFFFFFFFF
         local_name = m.local_name if m.local_name is not None else name
         lflags = m.flags if m.local_flags is None else m.local_flags
-        out.write(struct.pack("<4s5H3L2H", b"PK\x03\x04", 45 if zip64 else 20, lflags, m.method,
-                              0, 0x21, crc, csize32, usize32, len(local_name), len(extra)))
+        out.write(
+            struct.pack(
+                "<4s5H3L2H",
+                b"PK\x03\x04",
+                45 if zip64 else 20,
+                lflags,
+                m.method,
+                0,
+                0x21,
+                crc,
+                csize32,
+                usize32,
+                len(local_name),
+                len(extra),
+            )
+        )
         out.write(local_name + extra)
         out.write(m.data)
         if offsets_override and i in offsets_override:
@@ -77,19 +97,42 @@ def raw_zip(members, *, prefix: bytes = b"", entries_override: int | None = None
         central.append((name, m, crc, csize32, usize32, extra, offset, zip64))
     cd_start = out.tell()
     for name, m, crc, csize32, usize32, extra, offset, zip64 in central:
-        out.write(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", (m.create_system << 8) | 20,
-                              45 if zip64 else 20, m.flags, m.method, 0, 0x21, crc, csize32,
-                              usize32, len(name), len(extra), 0, 0, 0, m.external_attr, offset))
+        out.write(
+            struct.pack(
+                "<4s6H3L5H2L",
+                b"PK\x01\x02",
+                (m.create_system << 8) | 20,
+                45 if zip64 else 20,
+                m.flags,
+                m.method,
+                0,
+                0x21,
+                crc,
+                csize32,
+                usize32,
+                len(name),
+                len(extra),
+                0,
+                0,
+                0,
+                m.external_attr,
+                offset,
+            )
+        )
         out.write(name + extra)
     cd_size = out.tell() - cd_start
     count = len(central) if entries_override is None else entries_override
     if count >= 0xFFFF:
         z64_at = out.tell()
-        out.write(struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count,
-                              cd_size, cd_start))
+        out.write(
+            struct.pack(
+                "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, cd_size, cd_start
+            )
+        )
         out.write(struct.pack("<4sLQL", b"PK\x06\x07", 0, z64_at, 1))
-        out.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF,
-                              0xFFFFFFFF, 0))
+        out.write(
+            struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+        )
     else:
         out.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, cd_size, cd_start, 0))
     return out.getvalue()
@@ -105,17 +148,39 @@ def many_entries_zip(n: int) -> bytes:
         offset = len(local)
         local += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, crc, 0, 0, len(name), 0)
         local += name
-        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", (3 << 8) | 20, 20, 0, 0, 0, 0x21,
-                               crc, 0, 0, len(name), 0, 0, 0, 0, 0o100644 << 16, offset)
+        central += struct.pack(
+            "<4s6H3L5H2L",
+            b"PK\x01\x02",
+            (3 << 8) | 20,
+            20,
+            0,
+            0,
+            0,
+            0x21,
+            crc,
+            0,
+            0,
+            len(name),
+            0,
+            0,
+            0,
+            0,
+            0o100644 << 16,
+            offset,
+        )
         central += name
     out = bytearray(local)
     cd_start = len(out)
     out += central
     if n >= 0xFFFF:
         z64_at = len(out)
-        out += struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, n, n, len(central), cd_start)
+        out += struct.pack(
+            "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, n, n, len(central), cd_start
+        )
         out += struct.pack("<4sLQL", b"PK\x06\x07", 0, z64_at, 1)
-        out += struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+        out += struct.pack(
+            "<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0
+        )
     else:
         out += struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n, n, len(central), cd_start, 0)
     return bytes(out)
@@ -145,8 +210,13 @@ def tgz_of_zeros(name: str, size: int, chunk: int = 4 * 1024 * 1024) -> bytes:
     crc = _crc_of_zeros(zlib.crc32(header), size)
     crc = zlib.crc32(bytes(1024 + (-size) % 512), crc)
     total = len(header) + size + 1024 + (-size) % 512
-    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first + body + tail
-            + struct.pack("<LL", crc, total & 0xFFFFFFFF))
+    return (
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+        + first
+        + body
+        + tail
+        + struct.pack("<LL", crc, total & 0xFFFFFFFF)
+    )
 
 
 def _crc_of_zeros(crc, length):
@@ -168,8 +238,12 @@ def quoted_overlap_zip(n: int = 10, kernel_size: int = 1024 * 1024) -> bytes:
     names = [b"f%02d" % i for i in range(n)]
 
     def lfh(name, crc, csize, usize):
-        return struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0x21, crc, csize, usize,
-                           len(name), 0) + name
+        return (
+            struct.pack(
+                "<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0x21, crc, csize, usize, len(name), 0
+            )
+            + name
+        )
 
     # Work backwards: the data of member i is quote(LFH_{i+1}) + data of member i+1.
     data = kernel
@@ -192,9 +266,29 @@ def quoted_overlap_zip(n: int = 10, kernel_size: int = 1024 * 1024) -> bytes:
     central = bytearray()
     for i in range(n):
         crc, csize, usize = sizes[i]
-        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", (3 << 8) | 20, 20, 0, 8, 0, 0x21,
-                               crc, csize, usize, len(names[i]), 0, 0, 0, 0, 0o100644 << 16,
-                               offsets[i]) + names[i]
+        central += (
+            struct.pack(
+                "<4s6H3L5H2L",
+                b"PK\x01\x02",
+                (3 << 8) | 20,
+                20,
+                0,
+                8,
+                0,
+                0x21,
+                crc,
+                csize,
+                usize,
+                len(names[i]),
+                0,
+                0,
+                0,
+                0,
+                0o100644 << 16,
+                offsets[i],
+            )
+            + names[i]
+        )
     eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n, n, len(central), len(body), 0)
     return body + bytes(central) + eocd
 
@@ -258,8 +352,12 @@ def snapshot(root: Path) -> dict:
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             st = p.lstat()
-            out[str(p.relative_to(root))] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mode,
-                                             st.st_mtime_ns)
+            out[str(p.relative_to(root))] = (
+                stat.S_IFMT(st.st_mode),
+                st.st_size,
+                st.st_mode,
+                st.st_mtime_ns,
+            )
     return out
 
 

@@ -113,7 +113,10 @@ def test_extracts_real_shapes_with_server_modes(box, kind):
     if kind == "zip":
         data = stdlib_zip([("job-2026/", b"")] + files)
     else:
-        infos = [tinfo("./", type=tarfile.DIRTYPE, mode=0o2775), tinfo("./job-2026", type=tarfile.DIRTYPE, mode=0o3777)]
+        infos = [
+            tinfo("./", type=tarfile.DIRTYPE, mode=0o2775),
+            tinfo("./job-2026", type=tarfile.DIRTYPE, mode=0o3777),
+        ]
         infos += [tinfo("./" + n, data=d, mode=0o777) for n, d in files]
         data = tar_bytes(infos, fmt=tarfile.GNU_FORMAT, compress=kind != "tar")
     name = f"run.{kind}"
@@ -130,6 +133,22 @@ def test_extracts_real_shapes_with_server_modes(box, kind):
         assert stat.S_IMODE(p.stat().st_mode) == 0o644
     assert stat.S_IMODE((box.dest / "job-2026").stat().st_mode) == 0o755
     assert load_member_json(box.dest, "job-2026/t1__abc/result.json") == {"reward": 1.0}
+
+
+def test_archive_error_is_picklable_and_prints_its_message():
+    import pickle
+
+    err = ArchiveError("unsafe_path", "../x: path contains a '..' component", "../x")
+    copy = pickle.loads(pickle.dumps(err))  # noqa: S301 - our own bytes
+    assert (copy.code, copy.message, copy.member, str(copy)) == (
+        "unsafe_path",
+        "../x: path contains a '..' component",
+        "../x",
+        err.message,
+    )
+    assert err.as_dict()["code"] == "unsafe_path"
+    with pytest.raises(ValueError):
+        ArchiveError("nope", "x")
 
 
 def test_empty_zip_and_dest_rules(box, tmp_path):
@@ -201,8 +220,14 @@ def test_u4_stdlib_zipfile_slip_shape(box):
             tinfo("h/cron.d/x", data=b"* * * * * root sh"),
         ],
     ],
-    ids=["symlink-etc-passwd", "symlink-dotdot", "symlink-then-file", "hardlink-abs",
-         "hardlink-internal", "hardlink-to-symlink-bypass"],
+    ids=[
+        "symlink-etc-passwd",
+        "symlink-dotdot",
+        "symlink-then-file",
+        "hardlink-abs",
+        "hardlink-internal",
+        "hardlink-to-symlink-bypass",
+    ],
 )
 @pytest.mark.parametrize("compress", [True, False])
 def test_u5_tar_links_refused_before_anything_is_written(box, members, compress):
@@ -213,14 +238,26 @@ def test_u5_tar_links_refused_before_anything_is_written(box, members, compress)
 
 
 def test_u5_zip_symlink_refused(box):
-    data = raw_zip([member("a.json", b"{}"),
-                    member("passwd", b"/etc/passwd", method=0, external_attr=(stat.S_IFLNK | 0o777) << 16)])
+    data = raw_zip(
+        [
+            member("a.json", b"{}"),
+            member("passwd", b"/etc/passwd", method=0, external_attr=(stat.S_IFLNK | 0o777) << 16),
+        ]
+    )
     box.refuse(data, "l.zip", "link_member")
 
 
 def test_u5_zip_symlink_bits_without_unix_host_still_refused(box):
-    data = raw_zip([member("passwd", b"/etc/passwd", external_attr=(stat.S_IFLNK | 0o777) << 16,
-                           create_system=0)])
+    data = raw_zip(
+        [
+            member(
+                "passwd",
+                b"/etc/passwd",
+                external_attr=(stat.S_IFLNK | 0o777) << 16,
+                create_system=0,
+            )
+        ]
+    )
     box.refuse(data, "l.zip", "link_member")
 
 
@@ -239,8 +276,16 @@ def test_u5_zip_symlink_bits_without_unix_host_still_refused(box):
         (tinfo("vendor", type=b"V"), "special_member"),
         (tinfo("sparse", type=tarfile.GNUTYPE_SPARSE), "special_member"),
     ],
-    ids=["char-device", "block-device", "fifo", "setuid", "setgid", "absolute", "unknown-type",
-         "gnu-sparse"],
+    ids=[
+        "char-device",
+        "block-device",
+        "fifo",
+        "setuid",
+        "setgid",
+        "absolute",
+        "unknown-type",
+        "gnu-sparse",
+    ],
 )
 def test_u6_tar_special_members(box, info, code):
     fmt = tarfile.GNU_FORMAT
@@ -249,8 +294,12 @@ def test_u6_tar_special_members(box, info, code):
 
 
 def test_u6_setgid_and_sticky_directories_are_fine_and_modes_are_server_chosen(box):
-    data = tar_bytes([tinfo("d", type=tarfile.DIRTYPE, mode=0o3777),
-                      tinfo("d/x.sh", data=b"#!/bin/sh\n", mode=0o777)])
+    data = tar_bytes(
+        [
+            tinfo("d", type=tarfile.DIRTYPE, mode=0o3777),
+            tinfo("d/x.sh", data=b"#!/bin/sh\n", mode=0o777),
+        ]
+    )
     safe_extract(box.archive(data, "ok.tgz"), box.dest)
     assert stat.S_IMODE((box.dest / "d").stat().st_mode) == 0o755
     assert stat.S_IMODE((box.dest / "d/x.sh").stat().st_mode) == 0o644
@@ -258,13 +307,17 @@ def test_u6_setgid_and_sticky_directories_are_fine_and_modes_are_server_chosen(b
 
 @pytest.mark.parametrize("kind", [stat.S_IFCHR, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFBLK])
 def test_u6_zip_special_modes(box, kind):
-    box.refuse(raw_zip([member("n", b"", external_attr=(kind | 0o644) << 16)]), "s.zip",
-               "special_member")
+    box.refuse(
+        raw_zip([member("n", b"", external_attr=(kind | 0o644) << 16)]), "s.zip", "special_member"
+    )
 
 
 def test_u6_zip_setuid(box):
-    box.refuse(raw_zip([member("x", b"x", external_attr=(stat.S_IFREG | 0o4755) << 16)]), "s.zip",
-               "special_member")
+    box.refuse(
+        raw_zip([member("x", b"x", external_attr=(stat.S_IFREG | 0o4755) << 16)]),
+        "s.zip",
+        "special_member",
+    )
 
 
 # ============================================================================ U7 bombs
@@ -330,14 +383,17 @@ def test_u7_tgz_bomb_stopped_by_stream_counter(box, monkeypatch):
 
 
 def test_u7_tgz_total_cap_while_streaming(box):
-    limits = ArchiveLimits(max_total_bytes=4 * MiB, max_file_bytes=64 * MiB, ratio_floor_bytes=10**12)
+    limits = ArchiveLimits(
+        max_total_bytes=4 * MiB, max_file_bytes=64 * MiB, ratio_floor_bytes=10**12
+    )
     box.refuse(hostile.tgz_of_zeros("zeros.bin", 8 * MiB), "big.tgz", "too_large", limits=limits)
 
 
 def test_u7_header_that_understates_size_caught_while_streaming(box, monkeypatch):
     real = zeros(20 * MiB)
-    liar = hostile.RawMember("small.json", data=hostile.deflate(real), method=8, file_size=1000,
-                             crc=0)
+    liar = hostile.RawMember(
+        "small.json", data=hostile.deflate(real), method=8, file_size=1000, crc=0
+    )
     written = []
     real_write = os.write
 
@@ -377,8 +433,9 @@ def test_u8_quoted_overlap_zip_is_bad_archive(box):
     if sys.version_info < (3, 12, 2):
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             assert len(zf.read("f00")) > 1024 * 1024
-    err = box.refuse(data, "overlap.zip", "bad_archive",
-                     limits=ArchiveLimits(ratio_floor_bytes=10**12))  # ratios off: test overlap
+    err = box.refuse(
+        data, "overlap.zip", "bad_archive", limits=ArchiveLimits(ratio_floor_bytes=10**12)
+    )  # ratios off: test overlap
     assert "overlap" in err.message
     box.refuse(data, "overlap.zip", "compression_ratio")  # with defaults the ratio fires first
 
@@ -393,17 +450,22 @@ def test_u8_local_and_central_names_disagree(box):
     box.refuse(data, "n.zip", "bad_archive")
 
 
-# ============================================================================ U9 counts, depth, names
+# ============================================================================ U9 count/depth/names
 
 
 def test_u9_entry_count_lower_limit_zip_and_tar(box):
     limits = ArchiveLimits(max_entries=100)
-    box.refuse(stdlib_zip([(f"f{i}", b"") for i in range(101)]), "n.zip", "too_many_entries",
-               limits=limits)
-    box.refuse(tar_bytes([tinfo(f"f{i}") for i in range(101)]), "n.tgz", "too_many_entries",
-               limits=limits)
-    safe_extract(box.archive(stdlib_zip([(f"f{i}", b"") for i in range(100)]), "ok.zip"),
-                 box.root / "ok", limits=limits)
+    box.refuse(
+        stdlib_zip([(f"f{i}", b"") for i in range(101)]), "n.zip", "too_many_entries", limits=limits
+    )
+    box.refuse(
+        tar_bytes([tinfo(f"f{i}") for i in range(101)]), "n.tgz", "too_many_entries", limits=limits
+    )
+    safe_extract(
+        box.archive(stdlib_zip([(f"f{i}", b"") for i in range(100)]), "ok.zip"),
+        box.root / "ok",
+        limits=limits,
+    )
 
 
 def test_u9_real_200k_entry_central_directory(box, monkeypatch):
@@ -444,8 +506,12 @@ def test_u9_ten_kilobyte_name(box, kind):
 
 def test_u9_long_path_of_short_components(box):
     name = "/".join(["abcdefghij"] * 23) + ".json"
-    box.refuse(stdlib_zip([(name, b"{}")]), "long.zip", "name_too_long",
-               limits=ArchiveLimits(max_path_bytes=200))
+    box.refuse(
+        stdlib_zip([(name, b"{}")]),
+        "long.zip",
+        "name_too_long",
+        limits=ArchiveLimits(max_path_bytes=200),
+    )
 
 
 # ============================================================================ U10 collisions
@@ -467,8 +533,17 @@ NFD = unicodedata.normalize("NFD", "café.json")
         ["x/", "x/"],
         ["ß.json", "SS.json"],
     ],
-    ids=["exact", "case", "case-dirs", "nfc-nfd", "nfc-case-dirs", "file-then-dir", "dir-then-file",
-         "dir-twice", "casefold"],
+    ids=[
+        "exact",
+        "case",
+        "case-dirs",
+        "nfc-nfd",
+        "nfc-case-dirs",
+        "file-then-dir",
+        "dir-then-file",
+        "dir-twice",
+        "casefold",
+    ],
 )
 @pytest.mark.parametrize("kind", ["zip", "tgz"])
 def test_u10_collisions(box, names, kind):
@@ -476,8 +551,14 @@ def test_u10_collisions(box, names, kind):
     if kind == "zip":
         data = raw_zip([member(n, b"" if n.endswith("/") else b"{}") for n in names])
     else:
-        data = tar_bytes([tinfo(n.rstrip("/"), type=tarfile.DIRTYPE) if n.endswith("/")
-                          else tinfo(n, data=b"{}") for n in names])
+        data = tar_bytes(
+            [
+                tinfo(n.rstrip("/"), type=tarfile.DIRTYPE)
+                if n.endswith("/")
+                else tinfo(n, data=b"{}")
+                for n in names
+            ]
+        )
     err = box.refuse(data, f"dup.{kind}", "duplicate_name")
     assert "ambiguous" in err.message
 
@@ -585,8 +666,11 @@ def test_u11_wrong_magic_and_junk(box, data, code):
 
 def test_u11_bad_crc_and_corrupt_deflate(box):
     box.refuse(raw_zip([member("a.json", b'{"a": 1}', crc=1234)]), "crc.zip", "bad_archive")
-    box.refuse(raw_zip([hostile.RawMember("a.json", data=b"\xff" * 40, method=8, file_size=10)]),
-               "inflate.zip", "bad_archive")
+    box.refuse(
+        raw_zip([hostile.RawMember("a.json", data=b"\xff" * 40, method=8, file_size=10)]),
+        "inflate.zip",
+        "bad_archive",
+    )
     box.refuse(raw_zip([member("a.json", b"x", method=12)]), "bz.zip", "unsupported_format")
 
 
@@ -682,18 +766,40 @@ BAD_JSON = [
     (b'{"a": 1}\n<html>', "line 2 column 1"),
     (b"[" * 100_000 + b"]" * 100_000, "nesting is too deep"),
     (b'{"n": ' + b"7" * 1_000_000 + b"}", "1000000 digits is too large (line 1, column 7)"),
-    (b'{"x": 1.0, "y": NaN}', "NaN is not allowed (only finite numbers are valid) (line 1, column 17)"),
-    (b'{"x": [\n -Infinity]}', "-Infinity is not allowed (only finite numbers are valid) (line 2, column 2)"),
+    (
+        b'{"x": 1.0, "y": NaN}',
+        "NaN is not allowed (only finite numbers are valid) (line 1, column 17)",
+    ),
+    (
+        b'{"x": [\n -Infinity]}',
+        "-Infinity is not allowed (only finite numbers are valid) (line 2, column 2)",
+    ),
     (b'{"x": 1e999}', "not finite"),
     (b'{"a": 1, "b": {"c": 1, "c": 2}}', 'duplicate key "c" (line 1, column 24)'),
     (b'[{"a": 1}, {"b": 1, "a": 1, "b": 2}]', 'duplicate key "b" (line 1, column 29)'),
 ]
 
 
-@pytest.mark.parametrize("content,problem", BAD_JSON,
-                         ids=["trailing-comma", "unclosed", "utf16-bom", "utf8-bom", "bad-utf8",
-                              "two-docs", "trailing-html", "deep", "huge-int", "nan", "-inf",
-                              "overflow", "dup-key", "dup-key-sibling"])
+@pytest.mark.parametrize(
+    "content,problem",
+    BAD_JSON,
+    ids=[
+        "trailing-comma",
+        "unclosed",
+        "utf16-bom",
+        "utf8-bom",
+        "bad-utf8",
+        "two-docs",
+        "trailing-html",
+        "deep",
+        "huge-int",
+        "nan",
+        "-inf",
+        "overflow",
+        "dup-key",
+        "dup-key-sibling",
+    ],
+)
 def test_j1_j2_json_inside_archives(box, content, problem):
     name = "job/t1/agent/trajectory.json"
     safe_extract(box.archive(stdlib_zip([(name, content)])), box.dest)
@@ -717,8 +823,26 @@ def test_j_loader_size_cap_and_path_safety(box):
 
 # ============================================================================ properties
 
-NAME_ALPHABET = st.sampled_from(["a", "B", "é", "e\u0301", ".", "..", "/", "\\", ":", "C:",
-                                 "\x00", " ", "~", "ß", "\n", "x" * 40])
+NAME_ALPHABET = st.sampled_from(
+    [
+        "a",
+        "B",
+        "é",
+        "e\u0301",
+        ".",
+        "..",
+        "/",
+        "\\",
+        ":",
+        "C:",
+        "\x00",
+        " ",
+        "~",
+        "ß",
+        "\n",
+        "x" * 40,
+    ]
+)
 names = st.lists(NAME_ALPHABET, min_size=1, max_size=12).map("".join)
 
 
@@ -731,7 +855,9 @@ def _assert_contained(dest: Path, report):
         assert (dest / rel).resolve().is_relative_to(real)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(member_names=st.lists(names, min_size=1, max_size=6), use_tar=st.booleans())
 def test_property_random_names_never_escape(tmp_path, member_names, use_tar):
     work = Path(archive.tempfile.mkdtemp(dir=tmp_path))
@@ -757,7 +883,9 @@ def test_property_random_names_never_escape(tmp_path, member_names, use_tar):
     assert os.listdir(work / "stage") in ([], ["dest"])
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data(), kind=st.sampled_from(["zip", "tgz", "tar"]))
 def test_property_corrupted_archives_only_raise_archive_error(tmp_path, data, kind):
     payload = [("job/a.json", b'{"a": 1}' * 50), ("job/b/c.txt", b"hello"), ("d.bin", bytes(3000))]
@@ -765,8 +893,11 @@ def test_property_corrupted_archives_only_raise_archive_error(tmp_path, data, ki
         raw = bytearray(stdlib_zip(payload))
     else:
         raw = bytearray(tar_bytes([tinfo(n, data=d) for n, d in payload], compress=kind == "tgz"))
-    flips = data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 255)),
-                               min_size=1, max_size=8))
+    flips = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 255)), min_size=1, max_size=8
+        )
+    )
     for pos, value in flips:
         raw[pos] = value
     if data.draw(st.booleans()):
@@ -787,8 +918,8 @@ def test_property_corrupted_archives_only_raise_archive_error(tmp_path, data, ki
 # container output with its own tarfile code (it refuses links and specials, then
 # extractall(filter="data")). Remove it from here once it calls submissions.archive.
 KNOWN_OTHER_EXTRACTORS = {
-    'evaluation/runner.py: extractall(',
-    'evaluation/runner.py: extractfile(',
+    "evaluation/runner.py: extractall(",
+    "evaluation/runner.py: extractfile(",
 }
 
 
