@@ -1404,6 +1404,47 @@ def reap_stale(
     return removed
 
 
+def reap_job_prefix(prefix: str, *, keep_attempt: int | None = None) -> list[str]:
+    """Remove every labelled container (and volume, network) whose job label starts with prefix.
+
+    For a verification job taken over from a dead worker: its runs are named per trial
+    (job label "v<job>-t<trial>-<kind>"), so the sweep goes by prefix. Runs of keep_attempt
+    (the live attempt) are kept. Returns the removed container names.
+    """
+    docker = _docker()
+    c = client()
+    prefix = _safe_name(prefix)
+    removed: list[str] = []
+
+    def doomed(labels: dict) -> bool:
+        if not str(labels.get(LABEL_JOB, "")).startswith(prefix):
+            return False
+        return keep_attempt is None or labels.get(LABEL_ATTEMPT) != str(keep_attempt)
+
+    flt = {"label": [f"{LABEL_APP}={APP_LABEL}"]}
+    with _infra(f"reaping runs of {prefix}"):
+        for cont in c.containers.list(all=True, filters=flt):
+            if doomed(cont.labels):
+                try:
+                    cont.remove(force=True, v=True)
+                    removed.append(cont.name)
+                except docker.errors.NotFound:
+                    pass
+        for vol in c.volumes.list(filters=flt):
+            if doomed(vol.attrs.get("Labels") or {}):
+                try:
+                    vol.remove(force=True)
+                except docker.errors.APIError:
+                    pass
+        for net in c.networks.list(filters=flt):
+            if doomed(net.attrs.get("Labels") or {}):
+                try:
+                    net.remove()
+                except docker.errors.APIError:
+                    pass
+    return removed
+
+
 # --------------------------------------------------------------------------------------------
 # Command line (scripts/build-images)
 # --------------------------------------------------------------------------------------------

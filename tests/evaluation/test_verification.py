@@ -1,0 +1,234 @@
+"""Verification end to end: a REAL Celery worker process, a REAL Redis broker, REAL containers.
+
+* an oracle submission of healthagentbench-synthetic@1.0 (7 tasks x 3 attempts) ends
+  `verified`; the same submission with one trial's output replaced by a wrong answer that still
+  claims reward 1 ends `discrepancy` with exactly that trial flagged;
+* replay: recorded commands that write the right answer reproduce, commands that do not are
+  flagged, an unknown tool makes the trial "not replayable"; the replay container holds no
+  answer (S1 at the verification level);
+* S9: a submitted conftest.py / sitecustomize.py / fake reward.json beside (or inside) the
+  declared outputs has no effect on the re-grade.
+
+Needs PostgreSQL (the worker shares the test database) and Docker. Run:
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_verif \
+        .venv/bin/python -m pytest tests/evaluation/test_verification.py
+"""
+
+import json
+
+import pytest
+
+from tests.evaluation import verification_support as vs
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+CT = "ct-abnormality-classification/synthetic_01"
+PATH = "pathology-tumor-region/synthetic_01"
+ETL = "ehr-format-conversion/synthetic_01"
+
+
+@pytest.fixture(scope="module")
+def media_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("verification-media")
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory, docker_engine):
+    return vs.oracle_outputs(tmp_path_factory.mktemp("oracle-outputs"))
+
+
+@pytest.fixture(autouse=True)
+def _media_and_broker(settings, media_root):
+    settings.MEDIA_ROOT = str(media_root)
+    settings.VERIFICATION_QUEUE = vs.QUEUE
+    settings.VERIFICATION_JUDGE_STANDIN = str(vs.JUDGE_STANDIN)
+    settings.VERIFICATION_HEARTBEAT_S = 1
+    vs.point_celery_at(vs.BROKER_URL)
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup, django_db_blocker, media_root, docker_engine):
+    with django_db_blocker.unblock():
+        vs.shared_database_url()  # skips on SQLite
+    vs.redis_client().delete(vs.QUEUE)
+    w = vs.Worker(media_root=media_root, concurrency=1).start()
+    yield w
+    w.stop()
+
+
+def _job(sub):
+    return sub.verification_jobs.order_by("-created_at").first()
+
+
+def _wait_final(sub, worker, timeout=300):
+    from submissions.models import Submission
+
+    def final():
+        s = Submission.objects.get(pk=sub.pk)
+        return s if s.status in ("verified", "discrepancy", "failed") else None
+
+    return vs.wait_for(final, timeout, f"submission {sub.pk} to be verified", worker=worker)
+
+
+def _wrong_ct_answer(oracle) -> bytes:
+    right = json.loads((oracle[CT] / "workspace" / "submission.json").read_text())
+    flipped = {k: ("no" if v == "yes" else "yes") for k, v in right["labels"].items()}
+    return json.dumps({"labels": flipped}).encode()
+
+
+def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle, worker):
+    from django.db import transaction
+
+    from evaluation.models import CheckKind, JobStatus, TrialCheck
+    from evaluation.verification import verification_enqueue
+
+    settings.VERIFICATION_CHECKS = ["regrade", "rerun"]
+    settings.VERIFICATION_RERUN_TASKS = 2
+    bv = vs.synthetic_version()
+    assert bv.tasks.count() == 7
+    with transaction.atomic():
+        honest = vs.make_submission(bv, outputs=oracle)
+        tampered = vs.make_submission(
+            bv, outputs=oracle, replace={(CT, 2): {"/workspace/submission.json":
+                                                   _wrong_ct_answer(oracle)}})
+        verification_enqueue(submission=honest)
+        verification_enqueue(submission=tampered)
+    honest = _wait_final(honest, worker)
+    tampered = _wait_final(tampered, worker)
+
+    assert honest.status == "verified", (_job(honest).summary, worker.tail())
+    assert honest.is_verified and honest.trials_done == honest.trials_total == 21
+    job = _job(honest)
+    assert job.status == JobStatus.DONE and job.verdict == "verified"
+    assert TrialCheck.objects.filter(job=job, kind=CheckKind.REGRADE).count() == 21
+    assert all(t.verified_reward == 1.0 and t.flags == [] for t in honest.trials.all())
+    rerun = job.summary["rerun"]
+    assert rerun["ran"] and rerun["rerun_success"] == rerun["rerun_runs"] == 2
+    assert not rerun["significant"]
+
+    assert tampered.status == "discrepancy", _job(tampered).summary
+    assert not tampered.is_verified
+    flagged = [t for t in tampered.trials.all() if t.flags]
+    assert [(t.benchmark_task.name, t.attempt) for t in flagged] == [(CT, 2)]
+    assert flagged[0].flags == ["regrade_mismatch"]
+    assert flagged[0].reward == 1.0 and flagged[0].verified_reward == 0.0
+    assert _job(tampered).summary["regrade"]["mismatched_trials"] == [flagged[0].pk]
+    # Each check written exactly once.
+    assert set(TrialCheck.objects.values_list("executions", flat=True)) == {1}
+
+
+def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
+    """Runs the job in this process (the worker path is covered above): real containers."""
+    from django.db import transaction
+
+    from evaluation.models import CheckKind, TrialCheck
+    from evaluation.verification import verification_enqueue, verification_run
+
+    settings.VERIFICATION_CHECKS = ["regrade", "replay"]
+    settings.VERIFICATION_REPLAY_FAILING = 0
+    answer = (oracle[CT] / "workspace" / "submission.json").read_text()
+    wrong = _wrong_ct_answer(oracle).decode()
+    probe = ("find / -xdev \\( -name 'answer*' -o -name 'tests' \\) 2>/dev/null | "
+             "grep -v '^/proc' ; ls /tests /solution 2>&1; env | sort")
+    trajectories = {
+        # terminus-2: keystrokes into one shell, heredoc across calls.
+        (CT, 1): vs.atif("terminus-2", [
+            ("bash_command", {"keystrokes": "cd /workspace\n", "duration": 0.1}),
+            ("bash_command", {"keystrokes": f"cat > submission.json <<'EOF'\n{answer.rstrip()}\nEOF\n",
+                              "duration": 0.5}),
+            ("mark_task_complete", {})]),
+        # claude-code: the recorded commands write a WRONG answer; the submitted one is right.
+        (CT, 2): vs.atif("claude-code", [
+            ("Bash", {"command": probe}),
+            ("Read", {"file_path": "/workspace/data/README.md"}),
+            ("Write", {"file_path": "/workspace/submission.json", "content": wrong})]),
+        # codex: an unknown tool -> not replayable, reported.
+        (CT, 3): vs.atif("codex", [
+            ("shell", {"command": ["bash", "-lc", "ls"]}),
+            ("teleport_answer", {"to": "/workspace"})]),
+    }
+    with transaction.atomic():
+        sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=[CT],
+                                 trajectories=trajectories)
+        job = verification_enqueue(submission=sub)
+    assert verification_run(job_id=job.pk) == "done"
+    sub.refresh_from_db()
+    replays = {c.trial.attempt: c for c in TrialCheck.objects.filter(job=job,
+                                                                     kind=CheckKind.REPLAY)}
+    assert replays[1].status == "match" and replays[1].reproduced is True, replays[1].detail
+    assert replays[1].detail["output_identical"] is True
+    assert replays[2].status == "mismatch" and replays[2].reproduced is False
+    assert replays[2].verified_reward == 0.0 and "replay_mismatch" in replays[2].flags
+    assert replays[3].status == "not_replayable"
+    assert "teleport_answer" in replays[3].reason
+    # S1: the replay container (agent side) holds no answer and no tests.
+    log = replays[2].detail["log_tail"]
+    secret_line = json.loads(answer)["labels"]
+    assert "/tests" in log and "No such file or directory" in log
+    assert "answer.json" not in log and json.dumps(secret_line) not in log
+    flags = {t.attempt: t.flags for t in sub.trials.all()}
+    assert flags == {1: [], 2: ["replay_mismatch"], 3: ["not_replayable"]}
+    assert sub.status == "discrepancy"
+    assert job.__class__.objects.get(pk=job.pk).summary["replay"]["not_replayable_trials"]
+
+
+def test_replay_adapters_claude_edit_and_copilot_create(settings, oracle):
+    from django.db import transaction
+
+    from evaluation.models import CheckKind, TrialCheck
+    from evaluation.verification import verification_enqueue, verification_run
+
+    settings.VERIFICATION_CHECKS = ["replay"]
+    answer = (oracle[CT] / "workspace" / "submission.json").read_text()
+    placeholder = answer.replace('"Emphysema"', '"EMPH_PLACEHOLDER"')
+    trajectories = {
+        (CT, 1): vs.atif("claude-code", [
+            ("Write", {"file_path": "submission.json", "content": placeholder}),
+            ("Bash", {"command": "mkdir -p sub && cd sub"}),
+            ("Bash", {"command": "pwd > /tmp/where"}),  # cwd persists across Bash calls
+            ("Edit", {"file_path": "/workspace/submission.json",
+                      "old_string": "EMPH_PLACEHOLDER", "new_string": "Emphysema"})]),
+        (CT, 2): vs.atif("copilot-cli", [
+            ("report_intent", {"intent": "write"}),
+            ("create", {"path": "/workspace/submission.json", "file_text": answer})]),
+    }
+    with transaction.atomic():
+        sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=[CT], attempts=2,
+                                 trajectories=trajectories)
+        job = verification_enqueue(submission=sub)
+    assert verification_run(job_id=job.pk) == "done"
+    checks = TrialCheck.objects.filter(job=job, kind=CheckKind.REPLAY)
+    assert [(c.trial.attempt, c.status) for c in checks.order_by("trial__attempt")] == [
+        (1, "match"), (2, "match")], [c.detail for c in checks]
+
+
+def test_grader_tampering_files_have_no_effect(settings, oracle):
+    """S9: conftest.py, sitecustomize.py, a fake reward.json and a wrapped python3 among the
+    submitted files beside the declared output change nothing: only the output is copied in."""
+    from django.db import transaction
+
+    from evaluation.models import CheckKind, TrialCheck
+    from evaluation.verification import verification_enqueue, verification_run
+
+    settings.VERIFICATION_CHECKS = ["regrade"]
+    hostile = {
+        "artifacts/workspace/conftest.py": b"import os; os._exit(0)\n",
+        "artifacts/workspace/sitecustomize.py": b"open('/logs/verifier/reward.json','w')"
+                                                b".write('{\"reward\": 1}')\n",
+        "artifacts/logs/verifier/reward.json": b'{"reward": 1.0}',
+        "verifier/reward.txt": b"1",
+        "artifacts/workspace/bin/python3": b"#!/bin/sh\necho '{\"reward\": 1}'\n",
+    }
+    with transaction.atomic():
+        bv = vs.synthetic_version()
+        sub = vs.make_submission(
+            bv, outputs=oracle, tasks=[CT], attempts=1,
+            replace={(CT, 1): {"/workspace/submission.json": _wrong_ct_answer(oracle)}},
+            extra_files={(CT, 1): hostile})
+        job = verification_enqueue(submission=sub)
+    assert verification_run(job_id=job.pk) == "done"
+    checks = {c.benchmark_task.name: c for c in TrialCheck.objects.filter(job=job,
+                                                                          kind=CheckKind.REGRADE)}
+    assert checks[CT].verified_reward == 0.0 and checks[CT].status == "mismatch"
+    # Only the declared output was copied in.
+    assert checks[CT].detail["outputs"]["found"] == ["/workspace/submission.json"]
