@@ -18,26 +18,33 @@ lock.json/artifacts) and 0.2x (top-level ``retry``, lock.json with the task's co
 Harbor 0.1.x does not collect artifacts; submitters copy the agent's output into the 0.2x
 mirrored place, ``<trial>/artifacts/<absolute path without the leading />``.
 
-Outcome of a trial (from ``exception_info.exception_type``; see ``outcome_for``):
+Outcome of a trial (from ``exception_info.exception_type``; see ``outcome_for``). The split
+follows Harbor's own table (0.26 ``harbor/models/trial/error_policy.py``: which exception types
+leave a *valid reward*, i.e. are a genuine attempt of the agent) and Terminal-Bench's scoring
+(section 4.3):
 
 * no exception: ``passed`` if reward >= 1, ``failed`` if a reward < 1 was recorded, and
   ``infra_error`` when no reward exists at all (the verifier produced no grade);
 * ``AgentTimeoutError`` -> ``timeout`` (even when the verifier still ran and wrote a reward);
-* agent-side exceptions -> ``agent_error``: ``NonZeroAgentExitCodeError`` and its subclasses
-  (``ApiError``, ``ApiRateLimitError``, ``ContextWindowExceededError``,
-  ``OutputTokenExceededError``, ``AgentAuthenticationError``, ``ModelNotFoundError``, ...),
-  ``PermissionError``, and any unknown exception type whose name starts with ``Agent``/``Api``
-  or mentions ``Model``/``Token``;
-* everything else -> ``infra_error``: environment start/build/health-check errors
-  (``EnvironmentStartTimeoutError``, ``SandboxBuildFailedError``, ``HealthcheckError``, Docker
-  errors), ``AgentSetupTimeoutError`` (the agent never got the task), ``CancelledError`` and the
-  verifier's own failures (``RewardFileNotFoundError``, ``RewardFileEmptyError``,
+* the agent's own failures (Harbor: valid reward) -> ``agent_error``:
+  ``NonZeroAgentExitCodeError``, ``ContextWindowExceededError``, ``ContextLengthExceededError``,
+  ``OutputTokenExceededError``, ``OutputLengthExceededError``, ``AgentSafetyRefusalError``,
+  ``ContentPolicyViolationError``, ``PermissionError`` (TB counts it); also any exception type
+  Harbor does not know (Harbor's default policy treats unknown types as a valid reward, and an
+  agent must not be able to hide a failure behind a made-up exception), unless its name says
+  it is infrastructure (Docker/Environment/Sandbox/Build/Healthcheck/Verifier/Reward/Container);
+* everything else -> ``infra_error`` (not a valid attempt; to be re-run): environment start/
+  build/health-check/OOM-sandbox errors, ``AgentSetupTimeoutError`` (the agent never got the
+  task), transient model-API errors (``ApiError``, ``ApiRateLimitError``, ...) and agent
+  misconfiguration (``AgentAuthenticationError``, ``ModelNotFoundError``, ``BadRequestError``,
+  ...), which Harbor marks as retryable or as having no valid reward, ``CancelledError``, and
+  the verifier's own failures (``RewardFileNotFoundError``, ``RewardFileEmptyError``,
   ``VerifierOutputParseError``, ``VerifierTimeoutError``, ``AddTestsDirError``,
-  ``DownloadVerifierDirError``). Terminal-Bench's scoring (section 4.3) counts
-  ``RewardFileNotFoundError`` and ``VerifierTimeoutError`` as failures; here the verifier is this
-  site's own grader (its tests write no reward file exactly when grading was impossible, e.g. the
-  X-ray judge is down) and the site re-grades every trial from the collected output, so a verifier
-  failure says nothing about the agent and must not be charged to it.
+  ``DownloadVerifierDirError``). Terminal-Bench's scoring counts ``RewardFileNotFoundError`` and
+  ``VerifierTimeoutError`` as failures; here the verifier is this site's own grader (its tests
+  write no reward file exactly when grading was impossible, e.g. the X-ray judge is down),
+  Harbor 0.26 itself marks them "no valid reward", and the site re-grades every trial from the
+  collected output, so a verifier failure is never charged to the agent.
 """
 
 from __future__ import annotations
@@ -79,20 +86,38 @@ FAILED = "failed"
 OUTCOMES = (PASSED, FAILED, TIMEOUT, AGENT_ERROR, INFRA_ERROR)
 
 TIMEOUT_EXCEPTIONS = frozenset({"AgentTimeoutError"})
+# Harbor 0.26 error_policy: should_grade and has_valid_reward (plus TB's PermissionError).
 AGENT_EXCEPTIONS = frozenset({
-    "NonZeroAgentExitCodeError", "PermissionError",
-    "ApiError", "ApiRateLimitError", "ApiUsageLimitError", "ApiInternalServerError",
-    "ApiOverloadedError", "ApiConnectionClosedError", "ApiResponseStalledError",
-    "OutputTokenExceededError", "ContextWindowExceededError", "UnknownApiError",
-    "ApiProviderResourceNotFoundError", "AgentSafetyRefusalError", "AgentAuthenticationError",
-    "ModelNotFoundError", "NetworkConnectionError",
+    "NonZeroAgentExitCodeError", "ContextWindowExceededError", "OutputTokenExceededError",
+    "ContextLengthExceededError", "OutputLengthExceededError", "AgentSafetyRefusalError",
+    "ContentPolicyViolationError", "PermissionError",
 })
+# Harbor 0.26 error_policy: has_valid_reward = False.
 INFRA_EXCEPTIONS = frozenset({
-    "AgentSetupTimeoutError", "EnvironmentStartTimeoutError", "HealthcheckError",
-    "SandboxBuildFailedError", "CancelledError", "AddTestsDirError", "DownloadVerifierDirError",
-    "RewardFileNotFoundError", "RewardFileEmptyError", "VerifierOutputParseError",
-    "VerifierTimeoutError",
+    # environment / sandbox (retried, not graded)
+    "EnvironmentStartTimeoutError", "SandboxBuildFailedError", "AgentSetupTimeoutError",
+    "HealthcheckError", "SandboxLikelyOutOfMemoryError", "MemoryLimitExceededError",
+    "SSHAccessError", "GKEExecStreamClosedError", "GKEPodNotFoundError", "RuntimeRequestError",
+    "AddTestsDirError", "DownloadVerifierDirError",
+    # transient model-API errors (retried)
+    "ApiError", "ApiRateLimitError", "ApiInternalServerError", "ApiOverloadedError",
+    "ApiConnectionClosedError", "ApiResponseStalledError", "UnknownApiError",
+    "NetworkConnectionError", "ApiConnectionError", "ApiUsageLimitError", "RateLimitError",
+    "InternalServerError", "ServiceUnavailableError", "APIConnectionError", "APIError",
+    "Timeout",
+    # graded but no valid reward: request/verifier errors
+    "UnsupportedModelParametersError", "BadRequestError", "UnprocessableEntityError",
+    "UnsupportedParamsError", "APIResponseValidationError", "BudgetExceededError",
+    "VerifierTimeoutError", "RewardFileNotFoundError", "RewardFileEmptyError",
+    "VerifierOutputParseError",
+    # misconfiguration / cancelled (neither retried nor graded)
+    "AgentAuthenticationError", "ModelNotFoundError", "ApiProviderResourceNotFoundError",
+    "AuthenticationError", "PermissionDeniedError", "NotFoundError",
+    "ServiceOperationsUnsupportedError", "VercelScopeError", "DspyImportError",
+    "MissingExtraError", "RegradeError", "CancelledError",
 })
+_INFRA_NAME_RE = re.compile(r"Docker|Environment|Sandbox|Build|Healthcheck|Verifier|Reward|"
+                            r"Container|Compose")
 
 # Integrity (Terminal-Bench 4.2 / our section 7.4): these must be absent/null ...
 MULTIPLIER_KEYS = ("timeout_multiplier", "agent_timeout_multiplier", "verifier_timeout_multiplier",
@@ -404,12 +429,9 @@ def outcome_for(exception_type: str | None, reward: float | None) -> str:
             return TIMEOUT
         if exception_type in AGENT_EXCEPTIONS:
             return AGENT_ERROR
-        if exception_type in INFRA_EXCEPTIONS:
+        if exception_type in INFRA_EXCEPTIONS or _INFRA_NAME_RE.search(exception_type):
             return INFRA_ERROR
-        if re.match(r"^(Agent|Api)", exception_type) or re.search(r"Model|Token",
-                                                                   exception_type):
-            return AGENT_ERROR
-        return INFRA_ERROR
+        return AGENT_ERROR  # unknown: Harbor's default policy counts it as a valid reward
     if reward is None:
         return INFRA_ERROR
     return PASSED if reward >= 1 else FAILED
@@ -702,8 +724,10 @@ def parse_trial(root: Path, trial_dir: Path, job_rel: str, harbor_version: str |
         manifest = artifacts / "manifest.json"
         if _is_regular(manifest):
             data = read_json(root, manifest, problems, code="manifest_invalid")
+            if isinstance(data, dict):  # tolerate {"entries": [...]} (ArtifactManifest)
+                data = data.get("entries")
             if isinstance(data, list):
-                trial.manifest = [m for m in data if isinstance(m, dict)]
+                trial.manifest = [m for m in data if isinstance(m, dict)][:10000]
     trial.outcome = outcome_for(trial.exception_type, trial.reward)
     return trial
 

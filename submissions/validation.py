@@ -478,14 +478,15 @@ def _check_artifact(root: Path, spec: BenchmarkSpec, trial: ParsedTrial,
 def _no_output_excused(trial: ParsedTrial, wanted: str) -> bool:
     """An agent that wrote no output simply failed: accepted for a trial that does not claim a
     pass when Harbor tried to collect the path and recorded it as not there (a manifest entry
-    with status failed/skipped), or, for Harbor 0.1.x (no artifact collection, no manifest),
+    with status failed/skipped/empty), or, for Harbor 0.1.x (no artifact collection, no manifest),
     when the trial has no artifacts/ folder at all. A claimed pass always needs its output."""
     if trial.outcome == PASSED:
         return False
     source = "/" + wanted.strip().strip("/")
     if trial.manifest:
         return any(str(m.get("source") or "").rstrip("/") == source
-                   and m.get("status") in ("failed", "skipped") for m in trial.manifest)
+                   and m.get("status") in ("failed", "skipped", "empty")
+                   for m in trial.manifest)
     return trial.harbor_version is None and trial.artifacts_dir is None
 
 

@@ -1,7 +1,8 @@
 """Build Harbor job directories shaped like real ``harbor run`` output, for tests.
 
 Shapes follow ../shared/docs/harbor-formats.md: section 8 (a real job directory written by
-Harbor 0.25.0: job config/lock/result/job.log; per trial config.json (exclude_defaults dump),
+Harbor 0.25.0: job config/lock/result/job.log; per trial config.json (a full dump, key for key
+as Harbor 0.26's models dump it; ``exclude_defaults=True`` gives Harbor 0.20's sparse dump),
 lock.json with the task's ``sha256:`` content digest, result.json, trial.log, agent/,
 verifier/reward.* + test-stdout.txt, artifacts/manifest.json + mirrored output paths) and
 section 2 for Harbor 0.1.18 (``orchestrator`` block, full config dumps, ``n_trials`` stats, no
@@ -9,7 +10,10 @@ lock.json; ATIF v1.3 with ``session_id``). Harbor 0.1.x collects no artifacts; t
 copies the output into the same mirrored place (``artifacts/workspace/...``), which is what the
 site documents, so the 0.1.x fixture does that too (without a manifest).
 
-No Django; pure stdlib. Everything is deterministic (ids derive from the inputs).
+No Django; pure stdlib. Everything is deterministic (ids derive from the inputs). The digests match Harbor's: the
+lock digest is ``evaluation.task_specs.package_digest`` (= Harbor 0.26 ``Packager.
+compute_content_hash``) and ``task_checksum`` is ``dirhash`` (= Harbor 0.26 ``Task.checksum``),
+both checked against the real Harbor 0.26 code on this repository's task packages.
 """
 
 from __future__ import annotations
@@ -149,47 +153,41 @@ def atif_trajectory(*, agent: str, version: str, model: str | None, task: str, m
 
 def _agent_config(agent: str, model: str | None, kwargs: dict, modern: bool,
                   full: bool) -> dict:
-    cfg = {"name": agent, "import_path": None, "model_name": model}
-    if full:
-        cfg.update({"override_timeout_sec": None, "max_timeout_sec": None})
-        if modern:
-            cfg.update({"n_concurrent": None, "concurrency_group": None, "skills": [],
-                        "override_setup_timeout_sec": None, "resume_trajectory": False,
-                        "load_trajectory": None, "extra_allowed_hosts": [],
-                        "include_logs": [], "exclude_logs": []})
-        cfg["kwargs"] = dict(kwargs)
-        if modern:
-            cfg.update({"env": {}, "mcp_servers": []})
+    """AgentConfig as Harbor dumps it (0.26 field order for 0.2x; 0.1.18's six fields)."""
+    if not full:
+        cfg = {k: v for k, v in {"name": agent, "model_name": model}.items() if v is not None}
+        if kwargs:
+            cfg["kwargs"] = dict(kwargs)
         return cfg
-    cfg = {k: v for k, v in cfg.items() if v is not None}
-    if kwargs:
-        cfg["kwargs"] = dict(kwargs)
-    return cfg
+    if not modern:
+        return {"name": agent, "import_path": None, "model_name": model,
+                "override_timeout_sec": None, "max_timeout_sec": None, "kwargs": dict(kwargs)}
+    return {"name": agent, "import_path": None, "model_name": model, "base_url": None,
+            "model_api_key_name": None, "model_api_format": None, "skip_model_parsing": False,
+            "n_concurrent": None, "concurrency_group": None, "skills": [],
+            "override_timeout_sec": None, "override_setup_timeout_sec": None,
+            "max_timeout_sec": None, "resume_trajectory": False, "load_trajectory": None,
+            "extra_allowed_hosts": [], "kwargs": dict(kwargs), "mcp_servers": []}
 
 
 def _environment_config(modern: bool, full: bool) -> dict:
     if modern and not full:
         return {"type": "docker"}
-    env = {"type": "docker", "force_build": False, "delete": True, "override_cpus": None,
-           "override_memory_mb": None, "override_storage_mb": None}
-    if modern:
-        env.update({"import_path": None, "cpu_enforcement_policy": "auto",
-                    "memory_enforcement_policy": "auto", "override_gpus": None,
-                    "override_tpu": None, "mounts": None, "extra_docker_compose": [], "env": {},
-                    "extra_allowed_hosts": []})
-    env["kwargs"] = {}
-    return env
+    if not modern:
+        return {"type": "docker", "force_build": False, "delete": True, "override_cpus": None,
+                "override_memory_mb": None, "override_storage_mb": None, "kwargs": {}}
+    return {"type": "docker", "import_path": None, "force_build": False, "delete": True,
+            "stream": False, "cpu_enforcement_policy": "auto",
+            "memory_enforcement_policy": "auto", "override_cpus": None,
+            "override_memory_mb": None, "override_storage_mb": None, "override_gpus": None,
+            "override_tpu": None, "mounts": None, "extra_docker_compose": [], "kwargs": {},
+            "extra_allowed_hosts": []}
 
 
 def _verifier_config(modern: bool, full: bool) -> dict:
     if modern and not full:
         return {}
-    ver = {"override_timeout_sec": None, "max_timeout_sec": None}
-    if modern:
-        ver.update({"include_logs": [], "exclude_logs": [], "env": {}, "import_path": None,
-                    "kwargs": {}})
-    ver["disable"] = False
-    return ver
+    return {"override_timeout_sec": None, "max_timeout_sec": None, "disable": False}
 
 
 def _retry(modern: bool) -> dict:
@@ -227,6 +225,7 @@ def build_job_dir(
     job_name: str = "2026-12-02__09-18-40",
     started: datetime | None = None,
     tasks_dir: Path | None = None,
+    exclude_defaults: bool = False,
 ) -> BuiltJob:
     """Write ``root/<job_name>/`` like ``harbor run -p tasks -a <agent> -m <model> -k <attempts>``.
 
@@ -240,7 +239,8 @@ def build_job_dir(
     ``outputs``: task -> bytes of the output file, or {relative name: bytes} for a directory
     output (``output_paths`` task -> container path, trailing ``/`` = directory).
     ``rewards``: task -> per-attempt rewards (default 1.0). ``exceptions``: (task, attempt) ->
-    Harbor exception type recorded in exception_info.
+    Harbor exception type recorded in exception_info. ``exclude_defaults``: write 0.2x trial
+    config.json as Harbor 0.20 did (only non-default keys); 0.25/0.26 write full dumps.
     """
     modern = not harbor_version.startswith("0.1.")
     root = Path(root)
@@ -266,21 +266,22 @@ def build_job_dir(
     # ---------------------------------------------------------------- job config
     if modern:
         job_config = {
-            "job_name": job_name, "jobs_dir": "jobs", "n_attempts": attempts,
+            "schema_version": 1, "job_name": job_name, "jobs_dir": "jobs",
+            "n_attempts": attempts, "install_only": False, "skip_credential_checks": False,
             "timeout_multiplier": 1.0, "agent_timeout_multiplier": None,
             "verifier_timeout_multiplier": None, "agent_setup_timeout_multiplier": None,
             "environment_build_timeout_multiplier": None, "debug": False,
             "n_concurrent_trials": 4, "quiet": False, "retry": _retry(True),
+            "override_error_policy": {},
             "environment": _environment_config(True, full=True),
-            "verifier": {"override_timeout_sec": None, "max_timeout_sec": None, "env": {},
-                         "disable": False},
-            "metrics": [], "agents": [agent_full],
+            "verifier": _verifier_config(True, full=True),
+            "metrics": [], "agents": [agent_full], "user_agent": None,
             "datasets": [{"path": "tasks", "name": None, "version": None, "ref": None,
                           "registry_url": None, "registry_path": None, "overwrite": False,
                           "download_dir": None, "task_names": None, "exclude_task_names": None,
                           "n_tasks": None}],
             "tasks": [], "artifacts": container_outputs, "extra_instruction_paths": [],
-            "plugins": [],
+            "extra_instructions": [], "source_jobs": [],
         }
     else:
         job_config = {
@@ -327,6 +328,7 @@ def build_job_dir(
             clock = t1 + timedelta(seconds=0.25)
 
             config_full = {
+                **({"schema_version": 1} if modern else {}),
                 "task": ({"path": task_path, "git_url": None, "git_commit_id": None,
                           "name": None, "ref": None, "overwrite": False, "download_dir": None,
                           "source": None} if modern else
@@ -339,15 +341,17 @@ def build_job_dir(
                     "agent_setup_timeout_multiplier": None,
                     "environment_build_timeout_multiplier": None} if modern else {}),
                 "agent": agent_full,
+                **({"user_agent": None} if modern else {}),
                 "environment": _environment_config(modern, full=True),
                 "verifier": _verifier_config(modern, full=True),
-                **({"artifacts": container_outputs, "extra_instruction_paths": []}
+                **({"override_error_policy": {}, "artifacts": container_outputs,
+                    "extra_instruction_paths": [], "extra_instructions": []}
                    if modern else {}),
                 "job_id": job_id,
                 **({"source_trial": None} if modern else {}),
             }
             config_full = _apply_overrides(config_full, overrides)
-            if modern:  # config.json is an exclude_defaults dump in 0.2x
+            if modern and exclude_defaults:  # Harbor 0.20 wrote exclude_defaults dumps
                 config_file = _apply_overrides({
                     "task": {"path": task_path}, "trial_name": trial_name,
                     "trials_dir": f"jobs/{job_name}",
@@ -380,6 +384,7 @@ def build_job_dir(
             if tokens:
                 totals = [totals[0] + in_tok, totals[1] + cache_tok, totals[2] + out_tok]
             result = {
+                **({"schema_version": 1} if modern else {}),
                 "id": _uuid("trial", job_name, name, attempt),
                 "task_name": harbor_name, "trial_name": trial_name,
                 "trial_uri": f"file:///home/submitter/jobs/{job_name}/{trial_name}",

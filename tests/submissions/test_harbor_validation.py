@@ -109,6 +109,13 @@ def test_complete_submission_validates_without_problems(tmp_path, spec, harbor_v
     assert fields["success"] is True and fields["attempt"] == 1
 
 
+def test_harbor_020_sparse_config_dumps_validate(tmp_path, spec):
+    job = _build(tmp_path, spec, exclude_defaults=True)
+    config = json.loads((job.all_trials()[0] / "config.json").read_text())
+    assert "verifier" not in config and config["environment"] == {"type": "docker"}
+    assert validate_submission(tmp_path, _meta(), spec).problems == []
+
+
 def test_oracle_submission_with_metadata_yaml_at_the_root(tmp_path, spec):
     _build(tmp_path / "jobs", spec, agent="oracle", model=None)
     (tmp_path / "metadata.yaml").write_text(build_metadata(
@@ -286,9 +293,14 @@ def test_reward_read_from_reward_files_when_result_has_none(tmp_path, spec):
     ("AgentTimeoutError", 0.0, TIMEOUT),
     ("NonZeroAgentExitCodeError", 0.0, AGENT_ERROR),
     ("ContextWindowExceededError", None, AGENT_ERROR),
-    ("ApiRateLimitError", None, AGENT_ERROR),
+    ("ContentPolicyViolationError", 0.0, AGENT_ERROR),
     ("PermissionError", 0.0, AGENT_ERROR),
-    ("AgentSomethingNewError", None, AGENT_ERROR),
+    ("SomethingNewError", None, AGENT_ERROR),  # unknown types count, as in Harbor
+    ("ApiRateLimitError", None, INFRA_ERROR),
+    ("ApiOverloadedError", 0.0, INFRA_ERROR),
+    ("AgentAuthenticationError", None, INFRA_ERROR),
+    ("BadRequestError", None, INFRA_ERROR),
+    ("MemoryLimitExceededError", None, INFRA_ERROR),
     ("RewardFileNotFoundError", None, INFRA_ERROR),
     ("RewardFileEmptyError", None, INFRA_ERROR),
     ("VerifierTimeoutError", None, INFRA_ERROR),
@@ -297,6 +309,7 @@ def test_reward_read_from_reward_files_when_result_has_none(tmp_path, spec):
     ("SandboxBuildFailedError", None, INFRA_ERROR),
     ("AgentSetupTimeoutError", None, INFRA_ERROR),
     ("DockerException", None, INFRA_ERROR),
+    ("ComposeUpFailedError", None, INFRA_ERROR),
     ("CancelledError", None, INFRA_ERROR),
 ])
 def test_outcome_mapping(exception, reward, outcome):
@@ -631,3 +644,43 @@ def test_a_claimed_pass_needs_its_evidence_even_without_agent_timing(tmp_path, s
     (trial / "agent" / "trajectory.json").unlink()
     report = validate_submission(tmp_path, _meta(), spec)
     assert [p.code for p in report.problems] == ["trajectory_missing"]
+
+
+HARBOR_CHECK = """
+import sys
+from pathlib import Path
+from harbor.models.job.config import JobConfig
+from harbor.models.job.lock import JobLock, TrialLock
+from harbor.models.job.result import JobResult
+from harbor.models.trial.config import TrialConfig
+from harbor.models.trial.result import TrialResult
+from harbor.utils.trajectory_validator import TrajectoryValidator
+job = Path(sys.argv[1])
+JobConfig.model_validate_json((job / "config.json").read_text())
+JobResult.model_validate_json((job / "result.json").read_text())
+JobLock.model_validate_json((job / "lock.json").read_text())
+n = 0
+for trial in sorted(p for p in job.iterdir() if p.is_dir()):
+    TrialConfig.model_validate_json((trial / "config.json").read_text())
+    TrialResult.model_validate_json((trial / "result.json").read_text())
+    TrialLock.model_validate_json((trial / "lock.json").read_text())
+    assert TrajectoryValidator().validate(trial / "agent" / "trajectory.json"), trial
+    n += 1
+print(n)
+"""
+
+
+def test_fixture_is_accepted_by_the_real_harbor_models(tmp_path, spec):
+    """The 0.2x fixture parses with the real Harbor's own pydantic models and trajectory
+    validator (the pinned CLI that scripts/harbor-venv installs into .venv-harbor)."""
+    import os
+    import subprocess
+
+    python = Path(os.environ.get("HARBOR_VENV", REPO / ".venv-harbor")) / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no .venv-harbor (scripts/harbor-venv installs the real Harbor CLI)")
+    job = _build(tmp_path, spec, exceptions={(sorted(spec.tasks)[0], 1): "AgentTimeoutError"})
+    done = subprocess.run([str(python), "-W", "ignore", "-c", HARBOR_CHECK, str(job.job_dir)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "21"
