@@ -23,7 +23,9 @@ coverage: ``attempts_missing``, ``attempts_extra``, ``trial_duplicate`` (the sam
 trial id twice);
 agent: ``agent_config_missing``, ``agent_config_mixed``, ``agent_version_mixed``,
 ``job_agents_mixed``;
-integrity: ``timeout_multiplier``, ``override``, ``verifier_disabled``;
+integrity: ``timeout_multiplier``, ``override`` (incl. a non-empty ``override_error_policy``),
+``verifier_disabled``, ``retry_policy`` (the job config retries AgentTimeoutError or
+NonZeroAgentExitCodeError trials, i.e. best-of-n);
 evidence: ``trajectory_missing``, ``trajectory_invalid``, ``artifact_missing``;
 claims: ``reward_mismatch``, ``cost_missing``, ``cost_missing_no_price``.
 """
@@ -420,6 +422,34 @@ def _check_integrity_config(config: dict, path: str, problems: list[Problem]) ->
     verifier = config.get("verifier") if isinstance(config, dict) else None
     if isinstance(verifier, dict) and verifier.get("disable") is True:
         problems.append(Problem("verifier_disabled", path, "verifier.disable is true"))
+    retried = _retried_agent_failures(config)
+    if retried:
+        problems.append(Problem(
+            "retry_policy", path,
+            f"the job retries trials that failed with {', '.join(retried)}: a failed attempt "
+            "must count, not be run again (exclude these from retry or set max_retries: 0)"))
+
+
+# A retry of these is a second chance for the agent (best of n), not an infrastructure retry.
+_AGENT_FAILURES = ("AgentTimeoutError", "NonZeroAgentExitCodeError")
+
+
+def _retried_agent_failures(config) -> list[str]:
+    if not isinstance(config, dict):
+        return []
+    retry = config.get("retry")
+    if not isinstance(retry, dict) and isinstance(config.get("orchestrator"), dict):
+        retry = config["orchestrator"].get("retry")  # Harbor 0.1.x
+    if not isinstance(retry, dict):
+        return []
+    max_retries = retry.get("max_retries")
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries <= 0:
+        return []
+    include, exclude = retry.get("include_exceptions"), retry.get("exclude_exceptions") or []
+    exclude = set(exclude) if isinstance(exclude, list) else set()
+    if isinstance(include, list):
+        return [e for e in _AGENT_FAILURES if e in include and e not in exclude]
+    return [e for e in _AGENT_FAILURES if e not in exclude]
 
 
 def _check_trial_integrity(trial: ParsedTrial, problems: list[Problem]) -> None:

@@ -684,3 +684,30 @@ def test_fixture_is_accepted_by_the_real_harbor_models(tmp_path, spec):
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "21"
+
+
+@pytest.mark.parametrize("harbor_version", ["0.25.0", "0.1.18"])
+def test_retrying_agent_failures_is_reported(tmp_path, spec, harbor_version):
+    job = _build(tmp_path, spec, harbor_version=harbor_version)
+    assert validate_submission(tmp_path, _meta(), spec).problems == []  # defaults: no retries
+
+    def best_of_three(doc):
+        retry = doc["retry"] if "retry" in doc else doc["orchestrator"]["retry"]
+        retry.update({"max_retries": 2, "exclude_exceptions": ["VerifierTimeoutError"]})
+
+    edit_json(job.job_dir / "config.json", best_of_three)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert [(p.code, p.path) for p in report.problems] == [
+        ("retry_policy", f"{job.job_dir.name}/config.json")]
+    assert "NonZeroAgentExitCodeError" in report.problems[0].message
+
+
+def test_error_policy_overrides_are_reported(tmp_path, spec):
+    job = _build(tmp_path, spec)
+    trial = job.trial(sorted(spec.tasks)[0], 1)
+    edit_json(trial / "config.json", lambda d: d.update(
+        {"override_error_policy": {"AgentTimeoutError": {"has_valid_reward": False}}}))
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert [(p.code, p.path) for p in report.problems] == [
+        ("override", trial.relative_to(tmp_path).as_posix())]
+    assert "override_error_policy" in report.problems[0].message
