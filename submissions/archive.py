@@ -568,9 +568,8 @@ def _clear_dir(dest: Path):
 # ----------------------------------------------------------------------------- zip
 
 
-_EOCD = struct.Struct(
-    "<4s4H2LH"
-)  # sig, disk, cd disk, entries here, entries total, size, offset, comment len
+# sig, disk, cd disk, entries here, entries total, cd size, cd offset, comment length
+_EOCD = struct.Struct("<4s4H2LH")
 _ZIP64_LOCATOR = struct.Struct("<4sLQL")
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
 _CDH = struct.Struct("<4s6H3L5H2L")  # central directory header (46 bytes)
@@ -767,8 +766,10 @@ def _zip_extract(path, plan, writer, limits, state, report):
                         sink.write(chunk)
                         continue
                     # Bound every inflate call's output so a bomb never materialises in memory.
+                    # Call again with no new input while output is pending (a long match can
+                    # be cut by max_length after all input was consumed).
                     data = chunk
-                    while data and not inflater.eof:
+                    while not inflater.eof:
                         try:
                             out = inflater.decompress(data, CHUNK)
                         except zlib.error as exc:
@@ -780,6 +781,8 @@ def _zip_extract(path, plan, writer, limits, state, report):
                         crc = zlib.crc32(out, crc)
                         sink.write(out)
                         data = inflater.unconsumed_tail
+                        if not out and not data:
+                            break
                     if inflater.eof:
                         break
                 if inflater is not None and not inflater.eof:
@@ -822,12 +825,8 @@ class _CappedReader:
 
     def __init__(self, raw, *, cap, max_read, compressed_size, limits, label, gzipped):
         self.raw, self.cap, self.max_read = raw, cap, max_read
-        self.compressed_size, self.limits, self.label, self.gzipped = (
-            compressed_size,
-            limits,
-            label,
-            gzipped,
-        )
+        self.compressed_size = compressed_size
+        self.limits, self.label, self.gzipped = limits, label, gzipped
         self.produced = 0  # bytes pulled from raw
         self.pos = 0
         self.tail = b""  # the last bytes pulled, ending at self.produced

@@ -944,3 +944,18 @@ def test_many_directories_keep_few_descriptors_open(box):
     assert all((box.dest / n).read_bytes() == b"{}" for n, _ in files)
     if before is not None:
         assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_deflate_round_trip_across_output_chunk_boundaries(box):
+    import random
+
+    rnd = random.Random(3)  # noqa: S311 - test data
+    runs = (bytes([rnd.randrange(256)]) * rnd.randrange(1, 300) for _ in range(12_000))
+    content = b"".join(runs) + bytes(1_500_000)  # long matches straddle the 1 MiB output chunks
+    report = safe_extract(
+        box.archive(stdlib_zip([("a.bin", content)])),
+        box.dest,
+        limits=ArchiveLimits(ratio_floor_bytes=10**12),
+    )
+    assert report.total_bytes == len(content)
+    assert (box.dest / "a.bin").read_bytes() == content
