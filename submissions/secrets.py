@@ -8,8 +8,8 @@ read line by line and rewritten with ``[REDACTED:<kind>]`` over each secret. Fin
 the first 8 KiB) are skipped; files over ``max_file_bytes`` are not rewritten and are reported
 with kind ``not_scanned_too_large`` (the caller should refuse them or keep them private).
 
-JSON stays valid JSON: secrets sit inside JSON strings and the patterns never cross a quote or a
-backslash escape (a PEM key inside a JSON string is matched with its ``\\n`` escapes); if a
+JSON stays valid JSON: secrets sit inside JSON strings and the patterns never cross a quote or
+split a backslash escape (a PEM key inside a JSON string is matched with its ``\\n`` escapes); if a
 redacted JSON file nevertheless stopped parsing, it is redacted again structurally (every string
 value and key), which cannot break it.
 
@@ -51,8 +51,9 @@ _PEM_LABEL = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
 # (kind, compiled pattern, group to replace: 0 = whole match)
 PATTERNS: list[tuple[str, re.Pattern, int]] = [
     ("private_key", re.compile(
-        r"-----BEGIN " + _PEM_LABEL + r"-----(?:[A-Za-z0-9+/=:,.\- \t]|\\[nrt])*?-----END "
-        + _PEM_LABEL + r"-----"), 0),
+        # Anything but a quote between the markers: escaped newlines (\n, \\n) inside JSON
+        # strings, real newlines inside an in-memory string, never across a JSON string end.
+        r"-----BEGIN " + _PEM_LABEL + r"-----[^\"]*?-----END " + _PEM_LABEL + r"-----"), 0),
     ("anthropic_api_key", re.compile(_B + r"sk-ant-[A-Za-z0-9_\-]{20,}"), 0),
     ("openai_api_key", re.compile(
         _B + r"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"), 0),

@@ -711,3 +711,16 @@ def test_error_policy_overrides_are_reported(tmp_path, spec):
     assert [(p.code, p.path) for p in report.problems] == [
         ("override", trial.relative_to(tmp_path).as_posix())]
     assert "override_error_policy" in report.problems[0].message
+
+
+def test_private_key_double_escaped_in_a_json_tool_argument(tmp_path):
+    inner = json.dumps({"key": PEM})  # JSON inside a JSON string: \\n in the file
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps({"steps": [{"arguments": {"payload": inner}}]}, indent=2))
+    assert "\\\\n" in path.read_text()
+    findings = scan_and_redact(tmp_path)
+    assert [f.kind for f in findings] == ["private_key"]
+    text = path.read_text()
+    assert PEM_BODY not in text and PEM_BODY[::-1] not in text
+    payload = json.loads(json.loads(text)["steps"][0]["arguments"]["payload"])
+    assert payload == {"key": "[REDACTED:private_key]"}
