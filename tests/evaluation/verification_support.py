@@ -40,9 +40,10 @@ def point_celery_at(url: str) -> None:
     if app._pool is not None:
         app._pool.force_close_all()
         app._pool = None
-    amqp = app.amqp
-    if getattr(amqp, "_producer_pool", None) is not None:
-        amqp._producer_pool = None
+    from kombu import pools
+
+    pools.reset()  # the global producer registry keeps pools of closed connections
+    app.amqp._producer_pool = None
 
 
 def redis_client():
@@ -76,7 +77,9 @@ def shared_database_url() -> str:
 class Worker:
     """`celery -A config worker` as a subprocess (prefork pool) on the test queue."""
 
-    def __init__(self, *, media_root: Path, concurrency: int = 1, env: dict | None = None):
+    def __init__(self, *, media_root: Path, concurrency: int = 1, env: dict | None = None,
+                 queue: str = QUEUE):
+        self.queue = queue
         self.media_root = Path(media_root)
         self.concurrency = concurrency
         self.extra_env = env or {}
@@ -90,7 +93,7 @@ class Worker:
             "DEBUG": "1",
             "DATABASE_URL": shared_database_url(),
             "CELERY_BROKER_URL": BROKER_URL,
-            "VERIFICATION_QUEUE": QUEUE,
+            "VERIFICATION_QUEUE": self.queue,
             "MEDIA_ROOT": str(self.media_root),
             "VERIFICATION_HEARTBEAT_S": "1",
             "VERIFICATION_STALE_AFTER_S": "600",
@@ -106,7 +109,7 @@ class Worker:
         TEST_OUTPUT.mkdir(exist_ok=True)
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", QUEUE,
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", self.queue,
              "--pool", "prefork", "--concurrency", str(self.concurrency), "-l", "INFO",
              "--without-mingle", "--without-gossip", "-n", f"verif-{uuid.uuid4().hex[:6]}@%h"],
             cwd=REPO, env=self.env(), stdout=self.log, stderr=subprocess.STDOUT,

@@ -1,0 +1,322 @@
+"""Reliability matrix rows R1-R6, R8-R10 for verification jobs: a REAL Celery worker process on
+a REAL Redis broker, REAL containers, PostgreSQL shared with the worker.
+
+R7 (PostgreSQL outage during grading) is not here: it needs a proxy between the worker and the
+database (toxiproxy) that these machines do not run; R8 covers the failed status write.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_verif \
+        .venv/bin/python -m pytest tests/evaluation/test_reliability.py
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+
+from tests.evaluation import verification_support as vs
+
+CT = "ct-abnormality-classification/synthetic_01"
+PATH = "pathology-tumor-region/synthetic_01"
+
+
+@pytest.fixture(scope="module")
+def media_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("reliability-media")
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory, docker_engine):
+    return vs.oracle_outputs(tmp_path_factory.mktemp("oracle-outputs"))
+
+
+@pytest.fixture(autouse=True)
+def _media_and_broker(settings, media_root):
+    settings.MEDIA_ROOT = str(media_root)
+    settings.VERIFICATION_QUEUE = vs.QUEUE
+    settings.VERIFICATION_CHECKS = ["regrade"]
+    settings.VERIFICATION_HEARTBEAT_S = 1
+    vs.point_celery_at(vs.BROKER_URL)
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup, django_db_blocker, media_root, docker_engine):
+    with django_db_blocker.unblock():
+        vs.shared_database_url()  # skips on SQLite
+    vs.redis_client().delete(vs.QUEUE)
+    w = vs.Worker(media_root=media_root, concurrency=1).start()
+    yield w
+    w.stop()
+
+
+def _small_submission(oracle, tasks=(CT,), attempts=1):
+    from django.db import transaction
+
+    from evaluation.verification import verification_enqueue
+
+    with transaction.atomic():
+        sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=list(tasks),
+                                 attempts=attempts)
+        job = verification_enqueue(submission=sub)
+    return sub, job
+
+
+def _final(sub, worker, timeout=180):
+    from submissions.models import Submission
+
+    return vs.wait_for(
+        lambda: (s := Submission.objects.get(pk=sub.pk)).status in ("verified", "discrepancy",
+                                                                    "failed") and s,
+        timeout, f"submission {sub.pk} to finish", worker=worker)
+
+
+# -- R3: configuration ---------------------------------------------------------------------------
+def test_r3_visibility_timeout_exceeds_longest_job_and_reliability_settings():
+    code = (
+        "import django, json; django.setup();"
+        "from django.conf import settings as s;"
+        "from evaluation.tasks import verify_submission_task as t;"
+        "print(json.dumps({'vt': s.CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout'],"
+        "'limit': s.VERIFICATION_TIME_LIMIT_S, 'soft': s.VERIFICATION_SOFT_TIME_LIMIT_S,"
+        "'task_limit': t.time_limit, 'task_soft': t.soft_time_limit, 'acks_late': t.acks_late,"
+        "'reject': t.reject_on_worker_lost, 'prefetch': s.CELERY_WORKER_PREFETCH_MULTIPLIER,"
+        "'acks': s.CELERY_TASK_ACKS_LATE, 'routes': s.CELERY_TASK_ROUTES}))"
+    )
+    for extra in ({}, {"VERIFICATION_TIME_LIMIT_S": "40000", "CELERY_VISIBILITY_TIMEOUT_S": "60"}):
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "0",
+               "SECRET_KEY": "x", "DATABASE_URL": "sqlite:///tmp/x.db",
+               "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0", **extra}
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=vs.REPO,
+                             capture_output=True, text=True, check=True).stdout
+        cfg = json.loads(out.strip().splitlines()[-1])
+        assert cfg["vt"] >= cfg["limit"] + 1800, cfg  # margin over the longest job
+        assert cfg["task_limit"] == cfg["limit"] and cfg["task_soft"] < cfg["task_limit"]
+        assert cfg["acks_late"] and cfg["reject"] and cfg["acks"] and cfg["prefetch"] == 1
+        assert cfg["routes"]["evaluation.verify_submission"]["queue"] == "evaluation"
+
+
+# -- R2: duplicate delivery ----------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r2_duplicate_delivery_is_a_noop(oracle):
+    from django.utils import timezone
+
+    from evaluation.models import TrialCheck, VerificationJob
+    from evaluation.verification import verification_enqueue, verification_run
+
+    sub, job = _small_submission(oracle)
+    assert verification_enqueue(submission=sub).pk == job.pk  # one live job per submission
+    # A second copy while the first runs (live owner, fresh heartbeat): no-op.
+    VerificationJob.objects.filter(pk=job.pk).update(
+        status="running", attempt=1, claimed_by="otherhost:4242", heartbeat_at=timezone.now())
+    assert verification_run(job_id=job.pk) == "busy"
+    assert VerificationJob.objects.get(pk=job.pk).attempt == 1
+    VerificationJob.objects.filter(pk=job.pk).update(status="pending", claimed_by="")
+    assert verification_run(job_id=job.pk) == "done"
+    # Redelivery after the end: no-op, nothing rewritten, status never goes backwards.
+    assert verification_run(job_id=job.pk) == "final"
+    sub.refresh_from_db()
+    assert sub.status == "verified"
+    assert list(TrialCheck.objects.filter(job=job).values_list("executions", flat=True)) == [1]
+    assert verification_run(job_id=10**9) == "missing"
+
+
+# -- R4: attempt cap -----------------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r4_attempt_cap_fails_as_infrastructure_never_scored(oracle, settings, monkeypatch):
+    from evaluation import runner
+    from evaluation.models import TrialCheck, VerificationJob
+    from evaluation.verification import verification_run
+
+    settings.VERIFICATION_MAX_ATTEMPTS = 3
+    sub, job = _small_submission(oracle)
+
+    def oom(*a, **k):
+        raise runner.InfrastructureError("engine lost the container (simulated OOM loop)")
+
+    monkeypatch.setattr(runner, "run_verifier", oom)
+    for attempt in (1, 2):
+        with pytest.raises(runner.InfrastructureError):
+            verification_run(job_id=job.pk)
+        j = VerificationJob.objects.get(pk=job.pk)
+        assert (j.status, j.attempt) == ("pending", attempt) and "simulated" in j.last_error
+    with pytest.raises(runner.InfrastructureError):
+        verification_run(job_id=job.pk)  # the third attempt fails, and was the last
+    j = VerificationJob.objects.get(pk=job.pk)
+    sub.refresh_from_db()
+    assert (j.status, j.attempt) == ("failed", 3)
+    assert sub.status == "failed" and "infrastructure" in sub.status_reason
+    assert not TrialCheck.objects.filter(job=job).exists()  # nothing scored
+    assert verification_run(job_id=job.pk) == "final"  # a stray redelivery: no infinite requeue
+    assert sub.trials.filter(verified_reward__isnull=False).count() == 0
+
+
+# -- R8: the status write fails ------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
+    from django.db import OperationalError
+
+    from evaluation import verification
+    from evaluation.models import TrialCheck, VerificationJob
+
+    sub, job = _small_submission(oracle)
+    real = verification.submission_transition
+
+    def flaky(*, submission, to_status, **kw):
+        if to_status in ("verified", "discrepancy"):
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(submission=submission, to_status=to_status, **kw)
+
+    monkeypatch.setattr(verification, "submission_transition", flaky)
+    with pytest.raises(OperationalError):
+        verification.verification_run(job_id=job.pk)
+    sub.refresh_from_db()
+    j = VerificationJob.objects.get(pk=job.pk)
+    assert sub.status == "verifying" and not sub.is_verified  # never a premature success
+    assert j.status == "pending" and j.verdict == "" and "OperationalError" in j.last_error
+    monkeypatch.setattr(verification, "submission_transition", real)
+    assert verification.verification_run(job_id=job.pk) == "done"  # the retry
+    sub.refresh_from_db()
+    assert sub.status == "verified"
+    assert list(TrialCheck.objects.filter(job=job).values_list("executions", flat=True)) == [1]
+
+
+# -- R9: stuck-job watchdog ----------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r9_reaper_requeues_stale_jobs_fails_capped_and_takes_a_lock(oracle, settings):
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from evaluation.models import VerificationJob
+    from evaluation.verification import REAPER_LOCK, reap_stuck_submissions
+
+    settings.VERIFICATION_QUEUE = vs.QUEUE + "-r9"  # no consumer: count what is published
+    vs.redis_client().delete(settings.VERIFICATION_QUEUE)
+    old = timezone.now() - timedelta(hours=1)
+    sub1, job1 = _small_submission(oracle)
+    sub2, job2 = _small_submission(oracle)
+    VerificationJob.objects.filter(pk=job1.pk).update(status="running", attempt=1,
+                                                      claimed_by="deadhost:1", heartbeat_at=old)
+    VerificationJob.objects.filter(pk=job2.pk).update(status="running", attempt=3,
+                                                      claimed_by="deadhost:2", heartbeat_at=old)
+    sub2.__class__.objects.filter(pk=sub2.pk).update(status="verifying")
+    assert cache.add(REAPER_LOCK, "someone else", timeout=60)
+    assert reap_stuck_submissions()["locked"] is True  # overlapping runs do nothing
+    cache.delete(REAPER_LOCK)
+    report = reap_stuck_submissions()
+    assert report["requeued"] == [job1.pk] and report["failed"] == [job2.pk]
+    j1, j2 = VerificationJob.objects.get(pk=job1.pk), VerificationJob.objects.get(pk=job2.pk)
+    assert j1.status == "pending" and "stopped heartbeating" in j1.last_error
+    assert j2.status == "failed"
+    sub2.refresh_from_db()
+    assert sub2.status == "failed"
+    assert vs.queue_length(settings.VERIFICATION_QUEUE) >= 1
+    vs.redis_client().delete(settings.VERIFICATION_QUEUE)
+
+
+# -- R5: broker down at submit time --------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r5_broker_down_at_submit_loses_nothing(oracle, worker):
+    from evaluation.models import TrialCheck, VerificationJob
+    from evaluation.verification import reap_stuck_submissions, verification_publish
+
+    vs.point_celery_at(vs.DEAD_BROKER_URL)
+    t0 = time.time()
+    sub, job = _small_submission(oracle)  # enqueue on commit: the publish fails
+    assert time.time() - t0 < 20, "a dead broker must not hang the submit path"
+    j = VerificationJob.objects.get(pk=job.pk)
+    assert j.status == "pending" and j.enqueued_at is None
+    assert "broker unavailable" in j.last_error
+    sub.refresh_from_db()
+    assert sub.status == "queued"  # committed
+    vs.point_celery_at(vs.BROKER_URL)  # the broker is back
+    report = reap_stuck_submissions()
+    assert job.pk in report["published"]
+    assert verification_publish(job_id=job.pk)  # and a duplicate message (R2 on a real worker)
+    sub = _final(sub, worker)
+    assert sub.status == "verified"
+    assert list(TrialCheck.objects.filter(job=job).values_list("executions", flat=True)) == [1]
+
+
+# -- R6: broker restart without persistence ------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r6_lost_queue_is_rebuilt_from_postgres(oracle, settings):
+    from django.db import transaction
+
+    from evaluation.models import VerificationJob
+    from evaluation.verification import reap_stuck_submissions, verification_enqueue
+
+    queue = settings.VERIFICATION_QUEUE = vs.QUEUE + "-r6"  # no consumer here
+    vs.redis_client().delete(queue)
+    bv = vs.synthetic_version()
+    with transaction.atomic():
+        subs = [vs.make_submission(bv, outputs=oracle, tasks=[CT], attempts=1) for _ in range(7)]
+        for s in subs[:5]:
+            verification_enqueue(submission=s)
+    assert vs.queue_length(queue) == 5
+    vs.redis_client().delete(queue)  # Redis restarted without persistence: messages gone
+    settings.VERIFICATION_REPUBLISH_AFTER_S = 0
+    report = reap_stuck_submissions()
+    # 5 pending jobs re-published, 2 queued submissions without a job enqueued.
+    assert len(report["published"]) == 5 and len(report["enqueued"]) == 2
+    assert vs.queue_length(queue) == 7
+    assert VerificationJob.objects.filter(submission__in=subs, status="pending").count() == 7
+    vs.redis_client().delete(queue)
+
+
+# -- R1: SIGKILL mid-verification ----------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r1_sigkill_worker_mid_verification(oracle, worker):
+    from evaluation.models import TrialCheck, VerificationJob
+
+    sub, job = _small_submission(oracle, tasks=(CT, PATH), attempts=3)
+    prefix = f"v{job.pk}-"
+
+    def running_with_container():
+        j = VerificationJob.objects.get(pk=job.pk)
+        live = vs.labelled_containers(prefix)
+        done = TrialCheck.objects.filter(job=job).count()
+        return (j, live) if j.status == "running" and live and done >= 1 else None
+
+    j, live = vs.wait_for(running_with_container, 120, "a running job with a live container",
+                          interval=0.1, worker=worker)
+    pid = int(j.claimed_by.rsplit(":", 1)[1])
+    os.kill(pid, signal.SIGKILL)  # the pool child running the job
+    orphans = set(vs.labelled_containers(prefix)) or set(live)
+    sub = _final(sub, worker)
+    j = VerificationJob.objects.get(pk=job.pk)
+    assert sub.status == "verified", (j.summary, worker.tail())
+    assert j.attempt == 2  # redelivered and re-run exactly once more
+    checks = TrialCheck.objects.filter(job=job)
+    assert checks.count() == 6 == sub.trials.count()
+    assert set(checks.values_list("executions", flat=True)) == {1}  # each trial graded once
+    assert orphans & set(j.reaped), (orphans, j.reaped)  # the orphan container was reaped
+    assert vs.labelled_containers(prefix) == []
+
+
+# -- R10: graceful shutdown ----------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r10_sigterm_drains_the_running_job(oracle, media_root, settings):
+    from evaluation.models import TrialCheck
+
+    settings.VERIFICATION_QUEUE = vs.QUEUE + "-r10"
+    vs.redis_client().delete(settings.VERIFICATION_QUEUE)
+    sub, job = _small_submission(oracle, tasks=(CT,), attempts=3)
+    w = vs.Worker(media_root=media_root, queue=settings.VERIFICATION_QUEUE).start()
+    vs.wait_for(lambda: TrialCheck.objects.filter(job=job).exists(), 120, "the job to start",
+                interval=0.1, worker=w)
+    assert w.stop(signal.SIGTERM, timeout=120) == 0  # warm shutdown: waits for the job
+    sub.refresh_from_db()
+    assert sub.status == "verified"
+    assert TrialCheck.objects.filter(job=job).count() == 3
