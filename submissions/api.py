@@ -87,7 +87,7 @@ class SubmissionCollectionApi(APIView):
         try:
             submission, created = submission_receive(
                 owner=request.user, archive_path=Path(archive.temporary_file_path()),
-                metadata_text=metadata_text, idempotency_key=key)
+                metadata_text=metadata_text, idempotency_key=key, archive_name=archive.name)
         except SubmissionRejected as exc:
             return Response({"code": exc.code, "problems": [p.as_dict() for p in exc.problems]},
                             status=400)

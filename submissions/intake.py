@@ -79,7 +79,8 @@ def _replay(*, owner, idempotency_key: str, digest: str) -> Submission | None:
 
 
 def submission_receive(
-    *, owner, archive_path: Path, metadata_text: str = "", idempotency_key: str = ""
+    *, owner, archive_path: Path, metadata_text: str = "", idempotency_key: str = "",
+    archive_name: str | None = None,
 ) -> tuple[Submission, bool]:
     """Validate and store one upload. Returns (submission, created); a retry with the same
     Idempotency-Key and body returns the original submission with created=False.
@@ -98,7 +99,7 @@ def submission_receive(
     with archive_mod.staging_dir(staging_root) as stage:
         tree = stage / "tree"
         try:
-            archive_mod.safe_extract(archive_path, tree)
+            archive_mod.safe_extract(archive_path, tree, claimed_name=archive_name)
         except archive_mod.ArchiveError as exc:
             raise SubmissionRejected([Problem(exc.code, exc.member or "archive", str(exc))]) from exc
         checked = harbor_intake.check_upload(tree=tree, metadata_text=metadata_text)

@@ -81,6 +81,7 @@ def submit_agent(request: HttpRequest) -> HttpResponse:
                 submission, _ = submission_receive(
                     owner=request.user,
                     archive_path=Path(form.cleaned_data["archive"].temporary_file_path()),
+                    archive_name=form.cleaned_data["archive"].name,
                     metadata_text=meta.read(64 * 1024).decode("utf-8", "replace") if meta else "")
             except SubmissionRejected as exc:
                 problems, status = [p.as_dict() for p in exc.problems], 400

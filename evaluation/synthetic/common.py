@@ -7,11 +7,12 @@ mtime and compression level, so that regenerating a package reproduces it byte f
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import io
 import json
 import shutil
+import struct
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -68,8 +69,16 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]
 
 
 def gzip_bytes(raw: bytes) -> bytes:
-    # mtime=0 and no file name in the header keep the archive byte-stable.
-    return gzip.compress(raw, compresslevel=6, mtime=0)
+    """A byte-stable gzip member: mtime 0, no file name, and the OS byte fixed to 3 (Unix).
+
+    gzip.compress() alone is not stable across Python versions: 3.13 writes OS = 255 where
+    3.12 wrote 3. The deflate stream itself comes from zlib at level 6."""
+    deflater = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflater.compress(raw) + deflater.flush()
+    # magic, CM=deflate, FLG=0, MTIME=0, XFL=0, OS=3 (RFC 1952)
+    header = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x00\x03"
+    trailer = struct.pack("<II", zlib.crc32(raw) & 0xFFFFFFFF, len(raw) & 0xFFFFFFFF)
+    return header + body + trailer
 
 
 def write_readme(path: Path, title: str, body: str) -> None:

@@ -1,34 +1,43 @@
+"""Personas and a stored submission. Django imports stay inside the fixtures so the
+Django-free modules here (archive, Harbor validation) also run with `-p no:django`."""
+
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
-from django.utils import timezone
 
-from submissions.models import SubmissionStatus, Trial
-from tests.factories import BenchmarkTaskFactory, SubmissionFactory
+
+def _users():
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects
 
 
 @pytest.fixture
 def owner(db):
-    return get_user_model().objects.create_user("owner", "owner@example.org", "pw-owner-123!")
+    return _users().create_user("owner", "owner@example.org", "pw-owner-123!")
 
 
 @pytest.fixture
 def stranger(db):
-    return get_user_model().objects.create_user("stranger", "s@example.org", "pw-stranger-123!")
+    return _users().create_user("stranger", "s@example.org", "pw-stranger-123!")
 
 
 @pytest.fixture
 def maintainer(db):
-    return get_user_model().objects.create_user("maint", "m@example.org", "pw-maint-123!",
+    return _users().create_user("maint", "m@example.org", "pw-maint-123!",
                                                 is_staff=True)
 
 
 @pytest.fixture
 def owned_submission(owner, tmp_path, settings):
     """A queued upload owned by `owner`, with one trial and a stored trajectory."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+    from django.utils import timezone
+
+    from submissions.models import SubmissionStatus, Trial
+    from tests.factories import BenchmarkTaskFactory, SubmissionFactory
+
     settings.MEDIA_ROOT = str(tmp_path / "media")
     sub = SubmissionFactory(owner=owner, status=SubmissionStatus.QUEUED, published_at=None,
                             queued_at=timezone.now(),
