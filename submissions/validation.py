@@ -61,7 +61,7 @@ from submissions.metadata import (
 __all__ = ["BenchmarkSpec", "Problem", "ValidationReport", "spec_from_packages",
            "validate_submission", "validate_trajectory"]
 
-MAX_TRAJECTORY_BYTES = 50 * 1024 * 1024
+MAX_TRAJECTORY_BYTES = 25 * 1024 * 1024  # parsed whole: keep the peak memory bounded
 DEFAULT_OUTPUT = "/workspace/submission.json"
 ATIF_VERSION_RE = re.compile(r"^ATIF-v1\.(\d+)$")
 ATIF_MAX_MINOR = 8
