@@ -54,7 +54,8 @@ def _metadata(tree: Path, metadata_text: str, out: CheckedUpload):
             return None
         return parse_metadata(path.read_bytes(), label=path.name)
     except MetadataError as exc:
-        out.problems.append(Problem("invalid_metadata", "metadata", str(exc)))
+        # One problem per bad field, each naming it.
+        out.problems.extend(Problem(p.code, p.path, p.message) for p in exc.problems)
         return None
 
 

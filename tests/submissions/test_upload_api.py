@@ -1,0 +1,195 @@
+"""End to end through the API: a complete Harbor job directory for healthagentbench-synthetic@1.0
+is uploaded with a token, followed to `queued`, published by a maintainer, and appears on the
+leaderboard and in the CSVs. Rejections leave nothing behind."""
+
+import io
+import json
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.test import Client
+
+from leaderboard.models import LeaderboardEntry
+from submissions.models import DailyQuota, Submission, SubmissionStatus, Trial
+from submissions.services import submission_publish, token_issue
+from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+
+MODEL = "openai/gpt-5.5"
+
+
+@pytest.fixture
+def synthetic(db, settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
+    call_command("sync_tasks", verbosity=0)
+    from leaderboard.models import BenchmarkVersion
+
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    return bv, {t.name: t.content_digest for t in bv.tasks.all()}
+
+
+@pytest.fixture
+def token(owner):
+    return token_issue(user=owner)[1]
+
+
+def _targz(root: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+    return buf.getvalue()
+
+
+def _job_archive(tmp_path: Path, tasks: dict, **kwargs) -> bytes:
+    root = tmp_path / "upload"
+    kwargs.setdefault("agent", "codex")
+    kwargs.setdefault("model", MODEL)
+    build_job_dir(root, tasks, attempts=3, **kwargs)
+    return _targz(root)
+
+
+def _post(token, archive: bytes, meta=None, key=None, name="run.tar.gz"):
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}",
+                    **({"HTTP_IDEMPOTENCY_KEY": key} if key else {}))
+    files = {"archive": _named(archive, name)}
+    if meta is not None:
+        files["metadata"] = _named(yaml.safe_dump(meta).encode(), "metadata.yaml")
+    return client.post("/api/v1/submissions/", files)
+
+
+def _named(data: bytes, name: str):
+    f = io.BytesIO(data)
+    f.name = name
+    return f
+
+
+def test_a_complete_job_directory_is_queued_then_published_onto_the_leaderboard(
+        synthetic, tmp_path, token, owner, maintainer, client):
+    bv, tasks = synthetic
+    response = _post(token, _job_archive(tmp_path, tasks), build_metadata())
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["status"] == "queued" and body["url"] == f"/submissions/{body['id']}/"
+    sub = Submission.objects.get(pk=body["id"])
+    assert (sub.owner, sub.benchmark_version, sub.trials_total) == (owner, bv, 21)
+    assert Trial.objects.filter(submission=sub).count() == 21
+    assert list(sub.events.values_list("to_status", flat=True)) == [
+        "received", "validating", "queued"]
+    status = Client(HTTP_AUTHORIZATION=f"Token {token}").get(
+        f"/api/v1/submissions/{sub.pk}/").json()
+    assert status["progress"] == {"done": 0, "total": 21} and status["queue_position"] == 1
+    # the public cannot see it yet
+    assert client.get(f"/submissions/{sub.pk}/").status_code == 404
+    submission_publish(submission=sub, actor=maintainer)
+    entry = LeaderboardEntry.objects.get(submission=sub)
+    assert entry.attempts == 21 and entry.agent.display_name == "Codex (GPT 5.5)"
+    csv = b"".join(client.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
+    assert b"Codex (GPT 5.5)" in csv and b",submitted" in csv
+    trials = b"".join(client.get(f"/trials.csv?benchmark={bv.slug}").streaming_content)
+    assert trials.count(b"\n") == 22
+    assert client.get(f"/submissions/{sub.pk}/").status_code == 200
+
+
+def test_metadata_yaml_inside_the_archive_and_zip_archives_work(synthetic, tmp_path, token):
+    _bv, tasks = synthetic
+    root = tmp_path / "upload"
+    build_job_dir(root, tasks, attempts=3, agent="codex", model=MODEL)
+    (root / "metadata.yaml").write_text(yaml.safe_dump(build_metadata()))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(root).as_posix())
+    response = _post(token, buf.getvalue(), None, name="run.zip")
+    assert response.status_code == 201, response.content
+
+
+def test_an_idempotent_retry_replays_the_original_and_a_changed_body_conflicts(
+        synthetic, tmp_path, token):
+    _bv, tasks = synthetic
+    archive = _job_archive(tmp_path, tasks)
+    first = _post(token, archive, build_metadata(), key="k-1")
+    again = _post(token, archive, build_metadata(), key="k-1")
+    assert first.status_code == again.status_code == 201
+    assert first.json() == again.json()
+    assert Submission.objects.count() == 1
+    other = _post(token, archive, build_metadata(notes="different"), key="k-1")
+    assert other.status_code == 409
+    assert Submission.objects.count() == 1
+
+
+def test_an_invalid_submission_reports_every_problem_and_leaves_nothing(
+        synthetic, tmp_path, token, owner, settings):
+    _bv, tasks = synthetic
+    some = dict(list(tasks.items())[:5])  # two tasks missing
+    archive = _job_archive(tmp_path, some, overrides={"timeout_multiplier": 2.0})
+    response = _post(token, archive, build_metadata())
+    assert response.status_code == 400
+    codes = {p["code"] for p in response.json()["problems"]}
+    assert {"attempts_missing", "timeout_multiplier"} <= codes, codes
+    problems = response.json()["problems"]
+    assert all(p["path"] and p["message"] for p in problems)
+    assert Submission.objects.count() == 0
+    assert not DailyQuota.objects.filter(user=owner, used__gt=0).exists()
+    media = Path(settings.MEDIA_ROOT)
+    assert not media.exists() or not any(p.is_file() for p in media.rglob("*"))
+    staging = Path(settings.SUBMISSION_STAGING_DIR)
+    assert not staging.exists() or not any(staging.glob("staging-*"))
+
+
+def test_a_hostile_archive_is_a_clean_reject(synthetic, tmp_path, token, settings):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("job/../../escape.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    response = _post(token, buf.getvalue(), build_metadata())
+    assert response.status_code == 400
+    problem = response.json()["problems"][0]
+    assert problem["code"] == "unsafe_path" and "escape" in problem["path"]
+    assert Submission.objects.count() == 0
+    assert not (Path(settings.SUBMISSION_STAGING_DIR).parent / "escape.txt").exists()
+
+
+def test_an_oversized_body_is_refused_with_413(synthetic, token, settings):
+    settings.SUBMISSION_MAX_UPLOAD_BYTES = 1024
+    response = _post(token, b"\0" * (3 * 1024 * 1024), build_metadata())
+    assert response.status_code == 413
+    assert Submission.objects.count() == 0
+
+
+def test_the_daily_quota_answers_429(synthetic, tmp_path, token, settings):
+    settings.SUBMISSION_DAILY_QUOTA = 1
+    _bv, tasks = synthetic
+    archive = _job_archive(tmp_path, tasks)
+    assert _post(token, archive, build_metadata()).status_code == 201
+    response = _post(token, archive, build_metadata())
+    assert response.status_code == 429 and response.json()["code"] == "quota_exceeded"
+
+
+def test_secrets_in_trajectories_are_redacted_and_reported(synthetic, tmp_path, token):
+    _bv, tasks = synthetic
+    root = tmp_path / "upload"
+    job = build_job_dir(root, tasks, attempts=3, agent="codex", model=MODEL)
+    trajectory = job.all_trials()[0] / "agent" / "trajectory.json"
+    doc = json.loads(trajectory.read_text())
+    secret = "sk-proj-" + "A1b2C3d4" * 6
+    doc["steps"][0]["message"] = f"export OPENAI_API_KEY={secret}"
+    trajectory.write_text(json.dumps(doc))
+    response = _post(token, _targz(root), build_metadata())
+    assert response.status_code == 201, response.content
+    sub = Submission.objects.get(pk=response.json()["id"])
+    assert sub.secret_findings and sub.secret_findings[0]["kind"]
+    from django.core.files.storage import default_storage
+
+    rel = trajectory.relative_to(root).as_posix()
+    stored = default_storage.open(f"{sub.files_prefix}/{rel}").read().decode()
+    assert secret not in stored and "REDACTED" in stored
+    json.loads(stored)  # still valid JSON
+    assert sub.status == SubmissionStatus.QUEUED
