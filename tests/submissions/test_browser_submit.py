@@ -1,0 +1,72 @@
+"""Browser walk (Playwright + Debian's chromium): sign up, create a token, upload a Harbor run
+through the form, land on the live status page."""
+
+import io
+import tarfile
+
+import pytest
+import yaml
+from django.core.management import call_command
+
+from tests.conftest import TEST_OUTPUT
+from tests.leaderboard.test_browser import chromium
+from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def site(live_server, transactional_db, settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
+    call_command("sync_tasks", verbosity=0)
+    return live_server.url
+
+
+def _files(tmp_path):
+    from leaderboard.models import BenchmarkVersion
+
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic")
+    root = tmp_path / "run"
+    build_job_dir(root, {t.name: t.content_digest for t in bv.tasks.all()}, attempts=3,
+                  agent="codex", model="openai/gpt-5.5")
+    archive = tmp_path / "run.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+    meta = tmp_path / "metadata.yaml"
+    meta.write_text(yaml.safe_dump(build_metadata()))
+    return archive, meta
+
+
+def test_sign_up_token_upload_and_status_page(site, tmp_path):
+    archive, meta = _files(tmp_path)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        problems = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(site + "/accounts/signup/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_email", "alice@example.org")
+        page.fill("#id_password1", "a-Long-passw0rd!")
+        page.fill("#id_password2", "a-Long-passw0rd!")
+        page.click("button[type=submit]")
+        page.wait_for_url("**/account/")
+        page.click("text=Create token")
+        token = page.locator("#new-token").inner_text()
+        assert token.startswith("hab_")
+        page.goto(site + "/submit/")
+        page.set_input_files("#id_archive", str(archive))
+        page.set_input_files("#id_metadata", str(meta))
+        page.click('[data-testid="upload-form"] button[type=submit]')
+        page.wait_for_url("**/submissions/*/")
+        status = page.locator('[data-field="status"]').inner_text()
+        assert status == "queued"
+        assert page.locator('[data-testid="trials"] tbody tr').count() == 21
+        page.wait_for_timeout(3500)  # one live poll of the status JSON
+        assert page.locator('[data-field="progress"]').inner_text() == "0/21"
+        TEST_OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(TEST_OUTPUT / "submission-status.png"), full_page=True)
+        assert problems == []

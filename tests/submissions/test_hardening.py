@@ -1,0 +1,54 @@
+"""A9 and friends: production responses carry security headers and never show a traceback."""
+
+import pytest
+from django.test import Client, override_settings
+from django.urls import include, path
+
+
+def _boom(request):
+    raise RuntimeError("secret internals: DATABASE_PASSWORD=hunter2")
+
+
+urlpatterns = [path("boom/", _boom), path("", include("config.urls"))]
+
+
+@override_settings(ROOT_URLCONF=__name__, DEBUG=False, SECURE_SSL_REDIRECT=False)
+def test_a_server_error_shows_no_traceback(db):
+    client = Client(raise_request_exception=False)
+    response = client.get("/boom/")
+    assert response.status_code == 500
+    body = response.content.decode()
+    assert "hunter2" not in body and "Traceback" not in body and "RuntimeError" not in body
+
+
+@override_settings(ROOT_URLCONF=__name__, DEBUG=False, SECURE_SSL_REDIRECT=False,
+                   SECURE_HSTS_SECONDS=31536000)
+def test_security_headers_are_present(db):
+    response = Client().get("/methods/", secure=True)
+    assert response.status_code == 200
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Referrer-Policy"] == "same-origin"
+    assert response["X-Frame-Options"] == "DENY"
+    assert "frame-ancestors 'none'" in response["Content-Security-Policy"]
+    assert "unsafe-inline" not in response["Content-Security-Policy"].split("script-src")[1].split(";")[0]
+    assert response["Strict-Transport-Security"].startswith("max-age=31536000")
+
+
+def test_settings_refuse_to_start_without_secrets_when_debug_is_off():
+    import subprocess
+    import sys
+
+    env = {"DEBUG": "0", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']="
+         "'config.settings'; django.setup()"],
+        env=env, capture_output=True, text=True, cwd=str(__import__("pathlib").Path(
+            __file__).resolve().parents[2]))
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+@pytest.mark.parametrize("header", ["", "x" * 20])
+def test_invalid_content_length_is_a_400_not_a_500(header, db):
+    response = Client().generic("POST", "/api/v1/submissions/", b"", CONTENT_LENGTH=header or "abc")
+    assert response.status_code in (400, 401, 403)
