@@ -15,7 +15,7 @@ install: $(VENV)/.installed
 run: install
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py load_demo
-	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(PORT)
+	DEBUG=1 PORT=$(PORT) scripts/run-dev
 
 test: install
 	scripts/run-tests

@@ -1445,6 +1445,28 @@ def reap_job_prefix(prefix: str, *, keep_attempt: int | None = None) -> list[str
     return removed
 
 
+def bare_docker_run(
+    image: str, *, binds: dict[str, str], command: list[str], timeout_s: float = 600
+) -> tuple[int, float, str]:
+    """A plain `docker run --rm --network none` (the CLI), as the baseline of bench_runner.
+
+    binds maps host paths to container paths (read-only). Returns (exit code, wall s, output).
+    """
+    import shutil
+    import subprocess
+
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        raise InfrastructureError("the docker CLI is not installed")
+    args = [docker_cli, "run", "--rm", "--network", "none", "--label", f"{LABEL_APP}={APP_LABEL}"]
+    for host, cpath in binds.items():
+        args += ["-v", f"{Path(host).resolve()}:{cpath}:ro"]
+    args += ["--tmpfs", "/logs/verifier:uid=0", image, *command]
+    t0 = time.time()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)  # noqa: S603
+    return proc.returncode, time.time() - t0, (proc.stdout + proc.stderr)[-2000:]
+
+
 # --------------------------------------------------------------------------------------------
 # Command line (scripts/build-images)
 # --------------------------------------------------------------------------------------------

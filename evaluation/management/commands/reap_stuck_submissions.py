@@ -1,0 +1,23 @@
+"""manage.py reap_stuck_submissions [--batch N]
+
+What the beat runs every minute (evaluation.reap_stuck_submissions): requeue verification jobs
+whose worker stopped heartbeating (and remove their containers), fail those past the attempt
+cap, enqueue `queued` submissions that have no live job, re-publish jobs the broker lost.
+Prints the report as JSON. Safe to run by hand or from cron next to the beat (cache.add lock).
+"""
+
+import json
+
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Requeue stuck verification jobs and enqueue forgotten queued submissions."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch", type=int, default=None)
+
+    def handle(self, *args, batch, **options):
+        from evaluation.verification import reap_stuck_submissions
+
+        self.stdout.write(json.dumps(reap_stuck_submissions(batch=batch), indent=2))

@@ -1,0 +1,41 @@
+"""manage.py run_worker [--queues web,evaluation] [--concurrency N] [--beat]
+
+Starts `celery -A config worker` (replacing this process). Evaluation workers consume the
+`evaluation` queue with --concurrency sized to the machine (default: its CPU count, since each
+job's containers are CPU-bound); one process of the deployment also runs the beat (--beat, or
+`celery -A config beat`) for the reaper. With the filesystem broker (make run) the broker
+folders are created first.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run a Celery worker for the web and evaluation queues."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--queues", default=f"{settings.CELERY_TASK_DEFAULT_QUEUE},"
+                                                 f"{settings.VERIFICATION_QUEUE}")
+        parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
+        parser.add_argument("--beat", action="store_true", help="embed the beat (one per site)")
+        parser.add_argument("--loglevel", default="INFO")
+
+    def handle(self, *args, queues, concurrency, beat, loglevel, **options):
+        opts = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+        if settings.CELERY_BROKER_URL.startswith("filesystem"):
+            for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+                Path(opts[key]).mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues,
+                "--concurrency", str(concurrency), "--loglevel", loglevel]
+        if beat:
+            schedule = Path(settings.BASE_DIR) / "var" / "celerybeat-schedule"
+            schedule.parent.mkdir(parents=True, exist_ok=True)
+            argv += ["--beat", "--schedule", str(schedule)]
+        self.stdout.write(" ".join(argv[1:]))
+        self.stdout.flush()
+        os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the worker
