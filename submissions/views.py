@@ -94,6 +94,13 @@ def submit_agent(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def show_pricing(request: HttpRequest) -> HttpResponse:
+    from submissions.pricing import price_table
+
+    return render(request, "submissions/pricing.html", {"table": price_table()})
+
+
+@require_GET
 def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
     user = request.user if request.user.is_authenticated else None
     submission = selectors.submission_get_for_user(user=user, pk=pk)

@@ -164,3 +164,10 @@ def test_moderation_actions_are_for_maintainers(owned_submission, owner, maintai
     owned_submission.refresh_from_db()
     assert owned_submission.status == SubmissionStatus.REJECTED
     assert owned_submission.status_reason == "incomplete logs"
+
+
+def test_price_table_page_shows_its_date(client, db):
+    from submissions.pricing import PRICE_TABLE_DATE
+
+    body = client.get("/pricing/").content.decode()
+    assert PRICE_TABLE_DATE in body and "gpt-5.5" in body.lower()
