@@ -170,4 +170,4 @@ def test_price_table_page_shows_its_date(client, db):
     from submissions.pricing import PRICE_TABLE_DATE
 
     body = client.get("/pricing/").content.decode()
-    assert PRICE_TABLE_DATE in body and "gpt-5.5" in body.lower()
+    assert PRICE_TABLE_DATE in body and "gpt-5-5" in body
