@@ -52,8 +52,9 @@ class Command(BaseCommand):
         _, token = token_issue(user=user, name="bench")
         with tempfile.TemporaryDirectory() as tmp:
             archive = self._archive(Path(tmp), mb)
+            archive_mib = archive.stat().st_size / 1024 / 1024
             port = self._free_port()
-            env = {**os.environ, "SUBMISSION_MAX_UPLOAD_BYTES": str((mb + 10) * 1024 * 1024)}
+            env = dict(os.environ)
             server = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}",
                  "--workers", "1", "--timeout", "600"],
@@ -62,6 +63,17 @@ class Command(BaseCommand):
             try:
                 self._wait(port)
                 worker = _worker_pid(server.pid)
+                # Warm up: the first request imports the apps (numpy, scipy, DRF...); measure
+                # the upload only, from a reset peak (clear_refs 5 resets VmHWM).
+                small = Path(tmp) / "small.tar.gz"
+                with tarfile.open(small, "w:gz") as tar:
+                    tar.add(Path(tmp) / "job", arcname="job", recursive=False)
+                try:
+                    upload(f"http://127.0.0.1:{port}", token, small, None, "warm",
+                           out=open(os.devnull, "w"))
+                except SystemExit:
+                    pass
+                Path(f"/proc/{worker}/clear_refs").write_text("5")
                 before = _rss_kb(worker, "VmRSS")
                 started = time.monotonic()
                 refusal = "accepted"
@@ -75,14 +87,15 @@ class Command(BaseCommand):
             finally:
                 server.send_signal(signal.SIGTERM)
                 server.wait(timeout=30)
-        self.stdout.write(f"archive: {mb} MiB uploaded in {elapsed:.1f} s ({refusal})")
+        self.stdout.write(f"archive: {archive_mib:.1f} MiB uploaded in {elapsed:.1f} s ({refusal})")
         self.stdout.write(f"worker RSS before: {before / 1024:.1f} MiB")
         self.stdout.write(f"worker peak RSS (VmHWM): {peak / 1024:.1f} MiB")
-        self.stdout.write(f"peak growth / archive size: {(peak - before) / 1024 / mb:.3f}")
+        self.stdout.write(f"peak growth / archive size: {(peak - before) / 1024 / archive_mib:.3f}")
 
     def _archive(self, tmp: Path, mb: int) -> Path:
         payload = tmp / "job" / "trial__x" / "agent" / "big.bin"
         payload.parent.mkdir(parents=True)
+        mb -= 1  # leave room for tar headers and gzip framing under the limit
         with open(payload, "wb") as fh:
             for _ in range(mb):
                 fh.write(os.urandom(1024 * 1024))
