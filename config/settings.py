@@ -140,6 +140,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(_celery_fs_dir),
         "data_folder_out": str(_celery_fs_dir),
         "processed_folder": str(_celery_fs_dir / "processed"),
+        # kombu puts broadcast (pidbox) queues here; default is ./control in the cwd.
+        "control_folder": str(_celery_fs_dir / "control"),
     }
     if CELERY_BROKER_URL.startswith("filesystem")
     # Redis redelivers unacked messages after visibility_timeout: keep it above the longest job.
