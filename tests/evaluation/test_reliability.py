@@ -31,7 +31,7 @@ def media_root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory, docker_engine):
-    return vs.oracle_outputs(tmp_path_factory.mktemp("oracle-outputs"))
+    return vs.oracle_outputs(tmp_path_factory.mktemp("oracle-outputs"), only=[CT, PATH])
 
 
 @pytest.fixture(autouse=True)
@@ -320,3 +320,32 @@ def test_r10_sigterm_drains_the_running_job(oracle, media_root, settings):
     sub.refresh_from_db()
     assert sub.status == "verified"
     assert TrialCheck.objects.filter(job=job).count() == 3
+
+
+# -- no engine: jobs wait, and say why -----------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_without_an_engine_jobs_wait_and_say_why(monkeypatch, settings):
+    from django.db import transaction
+
+    from evaluation import runner
+    from evaluation.models import VerificationJob
+    from evaluation.verification import verification_enqueue, verification_progress, \
+        verification_run
+
+    settings.VERIFICATION_QUEUE = vs.QUEUE + "-noengine"
+    monkeypatch.setattr(runner, "engine_status", lambda: {
+        "reachable": False, "error": "Cannot connect to the Docker daemon", "base_image": "b",
+        "base_image_present": None})
+    with transaction.atomic():
+        sub = vs.make_submission(vs.synthetic_version(), outputs={}, tasks=[])
+        job = verification_enqueue(submission=sub)
+    for _ in range(5):  # however often it is retried, no attempt is consumed
+        with pytest.raises(runner.InfrastructureError):
+            verification_run(job_id=job.pk)
+    j = VerificationJob.objects.get(pk=job.pk)
+    assert (j.status, j.attempt) == ("pending", 0)
+    progress = verification_progress(submission=sub)
+    assert "waiting for a Docker engine" in progress["waiting_because"]
+    sub.refresh_from_db()
+    assert sub.status == "queued"
+    vs.redis_client().delete(settings.VERIFICATION_QUEUE)

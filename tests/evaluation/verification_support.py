@@ -168,14 +168,23 @@ def task_dir(task) -> Path:
     return REPO / task.package_path
 
 
-def oracle_outputs(out_root: Path) -> dict[str, Path]:
-    """Run each synthetic task's oracle once in Docker; returns task name -> outputs dir."""
+_ORACLE_ROOT: list[Path] = []
+
+
+def oracle_outputs(out_root: Path, only: list[str] | None = None) -> dict[str, Path]:
+    """Run each synthetic task's oracle once per test session in Docker (outputs are reused
+    by every module); returns task name -> outputs dir."""
     from evaluation import runner
 
+    if not _ORACLE_ROOT:
+        _ORACLE_ROOT.append(Path(out_root))
+    out_root = _ORACLE_ROOT[0]
     done = {}
     for tdir in sorted((REPO / "tasks").glob("*/*/task.toml")):
         tdir = tdir.parent
         name = f"{tdir.parent.name}/{tdir.name}"
+        if only is not None and name not in only:
+            continue
         dest = out_root / name.replace("/", "__")
         if not dest.exists():
             runner.build_task_image(tdir)
