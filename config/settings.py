@@ -280,3 +280,25 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env.float("VERIFICATION_REAPER_INTERVAL_S", default=60.0),
     },
 }
+
+# --- Stored uploads: filesystem by default, S3-compatible in production (django-storages) ---
+if env.bool("USE_S3", default=False):
+    STORAGES["default"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env.str("S3_BUCKET"),
+            "endpoint_url": env.str("S3_ENDPOINT_URL", default=None),
+            "region_name": env.str("S3_REGION", default=None),
+            "access_key": _env_or_file("S3_ACCESS_KEY_ID", default="") or None,
+            "secret_key": _env_or_file("S3_SECRET_ACCESS_KEY", default="") or None,
+            # Uploads are never public: every download goes through the site's access checks.
+            "default_acl": "private",
+            "querystring_auth": True,
+            "file_overwrite": False,
+        },
+    }
+# Staging folders of uploads dropped mid-way are removed hourly: https://crontab.guru/#0_*_*_*_*
+CELERY_BEAT_SCHEDULE["sweep-upload-staging"] = {
+    "task": "submissions.sweep_staging",
+    "schedule": 3600.0,
+}

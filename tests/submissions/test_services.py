@@ -104,3 +104,28 @@ def test_rejection_needs_a_reason_and_is_final(owned_submission, maintainer):
                                      reason="duplicate")
     assert sub.is_final and sub.status_reason == "duplicate"
     assert Submission.objects.get(pk=sub.pk).status == SubmissionStatus.REJECTED
+
+
+def test_the_sweeper_removes_abandoned_staging_but_not_fresh_uploads(tmp_path, settings):
+    """U12: an upload dropped half-way leaves a staging folder and a partial temp file; the
+    periodic sweep removes them once stale, and leaves fresh ones alone."""
+    import os
+    import time
+
+    from submissions.tasks import sweep_staging_task
+
+    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path / "staging" / "incoming")
+    old = tmp_path / "staging" / "staging-old"
+    (old / "tree").mkdir(parents=True)
+    (old / "tree" / "half.json").write_text("{")
+    partial = tmp_path / "staging" / "incoming" / "abc.upload.tar.gz"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"\0" * 100)
+    fresh = tmp_path / "staging" / "staging-fresh"
+    fresh.mkdir()
+    long_ago = time.time() - 7 * 3600
+    for p in (old, old / "tree", old / "tree" / "half.json", partial):
+        os.utime(p, (long_ago, long_ago))
+    assert sweep_staging_task() == 2
+    assert not old.exists() and not partial.exists() and fresh.exists()
