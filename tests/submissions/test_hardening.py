@@ -52,3 +52,42 @@ def test_settings_refuse_to_start_without_secrets_when_debug_is_off():
 def test_invalid_content_length_is_a_400_not_a_500(header, db):
     response = Client().generic("POST", "/api/v1/submissions/", b"", CONTENT_LENGTH=header or "abc")
     assert response.status_code in (400, 401, 403)
+
+
+def test_upload_handler_stops_a_body_that_lies_about_its_size(settings, rf):
+    """U2: whatever Content-Length said, the byte counter stops the upload past the limit and
+    the temporary file is gone."""
+    import os
+
+    from django.core.files.uploadhandler import StopUpload
+
+    from submissions.uploads import LimitedTemporaryFileUploadHandler, request_upload_too_large
+
+    settings.SUBMISSION_MAX_UPLOAD_BYTES = 1000
+    request = rf.post("/api/v1/submissions/")
+    handler = LimitedTemporaryFileUploadHandler(request)
+    handler.new_file("archive", "run.tar.gz", "application/gzip", content_length=10)
+    handler.receive_data_chunk(b"x" * 600, 0)
+    path = handler.file.temporary_file_path()
+    with pytest.raises(StopUpload):
+        handler.receive_data_chunk(b"x" * 600, 600)
+    assert request_upload_too_large(request)
+    assert not os.path.exists(path)
+
+
+def test_too_many_multipart_files_is_a_400(db):
+    """U3: 10,000 file parts are refused by Django's DATA_UPLOAD_MAX_NUMBER_FILES, not a 500."""
+    from django.contrib.auth import get_user_model
+
+    from submissions.services import token_issue
+
+    user = get_user_model().objects.create_user("many")
+    _, raw = token_issue(user=user)
+    boundary = "BOUNDARY"
+    part = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\nx\r\n")
+    body = (part * 10_000 + f"--{boundary}--\r\n").encode()
+    response = Client(HTTP_AUTHORIZATION=f"Token {raw}").generic(
+        "POST", "/api/v1/submissions/", body,
+        content_type=f"multipart/form-data; boundary={boundary}")
+    assert response.status_code == 400
