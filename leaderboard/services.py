@@ -150,10 +150,15 @@ def _collect_results(benchmark_version: BenchmarkVersion) -> list[_AgentResult]:
         Trial.objects.filter(submission_id__in=list(results))
         .order_by("submission_id", "benchmark_task_id", "attempt")
         .values_list("submission_id", "benchmark_task_id", "attempt", "outcome", "cost_usd",
-                     "duration_s", "output_tokens")
+                     "duration_s", "output_tokens", "verified_reward")
     )
-    for sub_id, task_id, _attempt, outcome, cost, duration, out_tokens in rows.iterator(2000):
+    for sub_id, task_id, _attempt, outcome, cost, duration, out_tokens, verified in rows.iterator(
+            2000):
         r = results[sub_id]
+        # The site's own re-grade overrides the claim: a claimed pass that does not re-grade
+        # as a pass is a failure (and a claimed failure stays one, as timeouts do).
+        if outcome == Outcome.PASSED and verified is not None and verified < 1.0:
+            outcome = Outcome.FAILED
         r.per_task[task_id].append((1 if outcome == Outcome.PASSED else 0, outcome))
         r.present += 1
         if outcome == Outcome.INFRA_ERROR:

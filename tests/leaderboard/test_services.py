@@ -153,3 +153,16 @@ def test_means_exclude_infrastructure_errors(small_benchmark):
     assert e.cost_per_attempt_usd == Decimal("1.0000")
     assert e.cost_per_success_usd == Decimal("2.0000")
     assert e.coverage == pytest.approx(3 / 15)
+
+
+def test_a_claimed_pass_that_regrades_as_a_failure_counts_as_a_failure(small_benchmark):
+    from submissions.models import Trial
+
+    bv, tasks = small_benchmark
+    sub = published_submission(AgentFactory(slug="v"), tasks[:1], ["PPP"])
+    Trial.objects.filter(submission=sub, attempt=1).update(verified_reward=0.0)
+    Trial.objects.filter(submission=sub, attempt=2).update(verified_reward=1.0)
+    leaderboard_recompute(benchmark_version=bv)
+    e = _entries(bv)["v"]
+    assert (e.successes, e.attempts) == (2, 3)
+    assert TaskCell.objects.get(entry=e).outcomes == "FPP"
