@@ -63,9 +63,14 @@ def shared_database_url() -> str:
     from django.db import connection
 
     sd = connection.settings_dict
+    if connection.vendor == "sqlite":
+        name = str(sd["NAME"])
+        if "memory" in name or not Path(name).is_absolute():
+            pytest.skip("a real worker process needs a database it can share: run with "
+                        "DATABASE_URL=postgres://... (this SQLite test database is in memory)")
+        return f"sqlite:///{name}"
     if connection.vendor != "postgresql":
-        pytest.skip("a real worker process needs a database it can share: run with "
-                    "DATABASE_URL=postgres://... (SQLite's test database is in memory)")
+        pytest.skip(f"no shared-database recipe for {connection.vendor}")
     user = sd.get("USER") or "postgres"
     auth = f"{user}:{sd['PASSWORD']}" if sd.get("PASSWORD") else user
     return f"postgres://{auth}@{sd.get('HOST') or '127.0.0.1'}:{sd.get('PORT') or 5432}/{sd['NAME']}"
