@@ -4,6 +4,7 @@ Required secrets have no default when DEBUG is off: SECRET_KEY, DATABASE_URL, CE
 Any variable can also be given as <NAME>_FILE (Docker secrets).
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -86,7 +87,8 @@ DATABASES = {"default": env.db_url_config(_env_or_file("DATABASE_URL", **_db_def
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file (not :memory:) so tests that use several threads share one test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
+    # Per process: concurrent test runs on one machine must not share (and delete) one file.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test-db-{os.getpid()}.sqlite3")}
     # IMMEDIATE transactions take the write lock up front: concurrent writers wait (timeout)
     # instead of failing with "database is locked" when a read lock cannot be upgraded.
     DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
