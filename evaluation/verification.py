@@ -81,6 +81,11 @@ class LeaseLost(Exception):
     """Another worker (or the reaper) took the job back: stop without writing anything."""
 
 
+def run_prefix(job_id: int) -> str:
+    """Container job label prefix of a verification job: deterministic, unique per site."""
+    return f"{settings.VERIFICATION_RUN_PREFIX}{job_id}-"
+
+
 def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -292,7 +297,7 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
                 last_error="the submission left the verification path")
             return "cancelled"
         if job.attempt > 1:
-            reaped = runner.reap_job_prefix(f"v{job.pk}-", keep_attempt=job.attempt)
+            reaped = runner.reap_job_prefix(run_prefix(job.pk), keep_attempt=job.attempt)
             if reaped:
                 log.warning("job %s: reaped containers of dead attempts: %s", job.pk, reaped)
                 VerificationJob.objects.filter(pk=job.pk).update(reaped=job.reaped + reaped)
@@ -567,7 +572,7 @@ class _Checks:
         return set(qs.values_list("trial_id", flat=True))
 
     def _job_id(self, what: str) -> str:
-        return f"v{self.job.pk}-{what}"
+        return f"{run_prefix(self.job.pk)}{what}"
 
     # -- run
     def run(self):
@@ -872,7 +877,7 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
             if n != 1:
                 continue
             try:
-                reaped = runner.reap_job_prefix(f"v{job.pk}-")
+                reaped = runner.reap_job_prefix(run_prefix(job.pk))
                 if reaped:
                     VerificationJob.objects.filter(pk=job.pk).update(reaped=job.reaped + reaped)
             except runner.InfrastructureError as exc:

@@ -38,6 +38,7 @@ def oracle(tmp_path_factory, docker_engine):
 def _media_and_broker(settings, media_root):
     settings.MEDIA_ROOT = str(media_root)
     settings.VERIFICATION_QUEUE = vs.QUEUE
+    settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
     settings.VERIFICATION_CHECKS = ["regrade"]
     settings.VERIFICATION_HEARTBEAT_S = 1
     vs.point_celery_at(vs.BROKER_URL)
@@ -280,7 +281,7 @@ def test_r1_sigkill_worker_mid_verification(oracle, worker):
     from evaluation.models import TrialCheck, VerificationJob
 
     sub, job = _small_submission(oracle, tasks=(CT, PATH), attempts=3)
-    prefix = f"v{job.pk}-"
+    prefix = f"{vs.RUN_PREFIX}{job.pk}-"
 
     def running_with_container():
         j = VerificationJob.objects.get(pk=job.pk)

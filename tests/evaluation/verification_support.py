@@ -25,6 +25,7 @@ DEAD_BROKER_URL = "redis://127.0.0.1:1/0"
 JUDGE_STANDIN = REPO / "tests" / "evaluation" / "judge_standin.py"
 SESSION = uuid.uuid4().hex[:8]
 QUEUE = f"evaluation-test-{SESSION}"
+RUN_PREFIX = f"v{SESSION}x"  # container names unique to this test session on a shared engine
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,6 +100,7 @@ class Worker:
             "DATABASE_URL": shared_database_url(),
             "CELERY_BROKER_URL": BROKER_URL,
             "VERIFICATION_QUEUE": self.queue,
+            "VERIFICATION_RUN_PREFIX": RUN_PREFIX,
             "MEDIA_ROOT": str(self.media_root),
             "VERIFICATION_HEARTBEAT_S": "1",
             "VERIFICATION_STALE_AFTER_S": "600",
