@@ -275,6 +275,9 @@ VERIFICATION_AGENT_SECRETS = env.json("VERIFICATION_AGENT_SECRETS", default={})
 # Stand-in X-ray judge served to the verifier over an internal network (dev and tests); empty
 # means the task's judge URL must be reachable from the verifier (see the README).
 VERIFICATION_JUDGE_STANDIN = env.str("VERIFICATION_JUDGE_STANDIN", default="")
+# Container names and labels of a job's runs start with <prefix><job id>- (deterministic; set a
+# distinct prefix when several sites or test sessions share one Docker engine).
+VERIFICATION_RUN_PREFIX = env.str("VERIFICATION_RUN_PREFIX", default="v")
 # Periodic jobs, declared in one place (R20). Every 60 s: https://crontab.guru/#*_*_*_*_*
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-submissions": {
