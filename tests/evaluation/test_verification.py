@@ -291,3 +291,48 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path):
     sub.refresh_from_db()
     assert sub.status == "verified", job.__class__.objects.get(pk=job.pk).summary
     assert sub.trials.filter(verified_reward=1.0).count() == 21
+
+
+def test_rerun_significance_nop_and_command_agents(settings, oracle):
+    """Re-run: a `nop` harness claiming every task is re-run by the site's nop agent (0 of 3)
+    against 9 of 9 claimed: two-sided Fisher exact p = 1/220 -> discrepancy, even though every
+    re-grade matches. A command agent (install script + run template, the way harness agents are
+    described) reproduces its claim -> verified. The instruction reaches the agent as a file."""
+    from django.db import transaction
+
+    from evaluation.models import CheckKind, TrialCheck
+    from evaluation.verification import verification_enqueue, verification_run
+
+    settings.VERIFICATION_CHECKS = ["rerun"]
+    settings.VERIFICATION_RERUN_TASKS = 3
+    answer = (oracle[CT] / "workspace" / "submission.json").read_text().rstrip()
+    settings.VERIFICATION_COMMAND_AGENTS = {"scripted": {
+        "install": "test -s /agent/instruction.md && echo installed",
+        "run": f"grep -q submission {{instruction_file}} && cd {{workdir}} && "
+               f"cat > submission.json <<'EOF'\n{answer}\nEOF",
+        "env": ["SCRIPTED_API_KEY"]}}
+    settings.VERIFICATION_AGENT_SECRETS = {"SCRIPTED_API_KEY": "sk-test"}
+    bv = vs.synthetic_version()
+    with transaction.atomic():
+        nop = vs.make_submission(bv, outputs=oracle, harness="nop", tasks=[CT, PATH, ETL])
+        scripted = vs.make_submission(bv, outputs=oracle, harness="scripted", tasks=[CT])
+        unknown = vs.make_submission(bv, outputs=oracle, harness="mystery", tasks=[CT],
+                                     attempts=1)
+        jobs = [verification_enqueue(submission=s) for s in (nop, scripted, unknown)]
+    for job in jobs:
+        assert verification_run(job_id=job.pk) == "done"
+    for s in (nop, scripted, unknown):
+        s.refresh_from_db()
+    summary = jobs[0].__class__.objects.get(pk=jobs[0].pk).summary["rerun"]
+    assert (summary["rerun_success"], summary["rerun_runs"]) == (0, 3)
+    assert (summary["claimed_success"], summary["claimed_runs"]) == (9, 9)
+    assert summary["p_value"] == pytest.approx(1 / 220) and summary["significant"]
+    assert nop.status == "discrepancy"
+    scripted_rerun = TrialCheck.objects.get(job=jobs[1], kind=CheckKind.RERUN)
+    assert scripted_rerun.verified_reward == 1.0, scripted_rerun.detail
+    assert "installed" in scripted_rerun.detail["log_tail"]
+    assert scripted.status == "verified"
+    # A harness the site cannot run is reported, and does not decide the verdict.
+    not_runnable = TrialCheck.objects.get(job=jobs[2], kind=CheckKind.RERUN)
+    assert not_runnable.status == "not_runnable" and "mystery" in not_runnable.reason
+    assert unknown.status == "verified"
