@@ -126,6 +126,41 @@ def test_r2_duplicate_delivery_is_a_noop(oracle):
     assert verification_run(job_id=10**9) == "missing"
 
 
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r2_a_job_whose_claim_is_taken_stops_without_a_verdict(oracle, settings):
+    """The per-job lease: when the claim passes to someone else (the reaper requeued it, another
+    worker took it over), the heartbeat notices and the old copy stops writing."""
+    import threading
+
+    from evaluation.models import TrialCheck, VerificationJob
+    from evaluation.verification import verification_run
+
+    settings.VERIFICATION_PARALLEL_TRIALS = 1
+    sub, job = _small_submission(oracle, tasks=(CT, PATH), attempts=3)
+    out = {}
+
+    def run():
+        from django.db import connection
+
+        try:
+            out["r"] = verification_run(job_id=job.pk)
+        finally:
+            connection.close()
+
+    t = threading.Thread(target=run)
+    t.start()
+    vs.wait_for(lambda: TrialCheck.objects.filter(job=job).exists(), 60, "a first check")
+    VerificationJob.objects.filter(pk=job.pk).update(claimed_by="otherhost:1")
+    t.join(timeout=90)
+    assert out.get("r") == "lease_lost"
+    j = VerificationJob.objects.get(pk=job.pk)
+    assert j.verdict == "" and j.status == "running" and j.claimed_by == "otherhost:1"
+    assert TrialCheck.objects.filter(job=job).count() < 6
+    sub.refresh_from_db()
+    assert sub.status == "verifying"
+
+
 # -- R4: attempt cap -----------------------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)

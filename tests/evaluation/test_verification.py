@@ -173,7 +173,7 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
     assert job.__class__.objects.get(pk=job.pk).summary["replay"]["not_replayable_trials"]
 
 
-def test_replay_adapters_claude_edit_and_copilot_create(settings, oracle):
+def test_replay_adapters_claude_copilot_codex_in_containers(settings, oracle):
     from django.db import transaction
 
     from evaluation.models import CheckKind, TrialCheck
@@ -191,16 +191,26 @@ def test_replay_adapters_claude_edit_and_copilot_create(settings, oracle):
                       "old_string": "EMPH_PLACEHOLDER", "new_string": "Emphysema"})]),
         (CT, 2): vs.atif("copilot-cli", [
             ("report_intent", {"intent": "write"}),
+            ("bash", {"command": "mkdir -p /tmp/x && echo ok > /tmp/x/y"}),
             ("create", {"path": "/workspace/submission.json", "file_text": answer})]),
+        # codex: apply_patch envelope, then a shell fix-up, as Harbor records them.
+        (CT, 3): vs.atif("codex", [
+            ("apply_patch", {"input": "*** Begin Patch\n*** Add File: submission.json\n"
+                             + "".join("+" + line + "\n" for line in placeholder.splitlines())
+                             + "*** End Patch"}),
+            ("shell", {"command": ["bash", "-lc",
+                                   "sed -i s/EMPH_PLACEHOLDER/Emphysema/ submission.json"],
+                       "workdir": "/workspace"}),
+            ("update_plan", {"plan": []})]),
     }
     with transaction.atomic():
-        sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=[CT], attempts=2,
+        sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=[CT], attempts=3,
                                  trajectories=trajectories)
         job = verification_enqueue(submission=sub)
     assert verification_run(job_id=job.pk) == "done"
     checks = TrialCheck.objects.filter(job=job, kind=CheckKind.REPLAY)
     assert [(c.trial.attempt, c.status) for c in checks.order_by("trial__attempt")] == [
-        (1, "match"), (2, "match")], [c.detail for c in checks]
+        (1, "match"), (2, "match"), (3, "match")], [c.detail for c in checks]
 
 
 def test_grader_tampering_files_have_no_effect(settings, oracle):
