@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
@@ -46,6 +46,7 @@ class _TableApi(APIView):
 class LeaderboardListApi(_TableApi):
     table = "leaderboard"
 
+    @extend_schema_serializer(component_name="LeaderboardRow")
     class OutputSerializer(serializers.Serializer):
         rank = serializers.IntegerField()
         agent = serializers.CharField()
@@ -79,6 +80,7 @@ class LeaderboardListApi(_TableApi):
 class CategoryListApi(_TableApi):
     table = "categories"
 
+    @extend_schema_serializer(component_name="CategoryRow")
     class OutputSerializer(serializers.Serializer):
         agent = serializers.CharField()
         category = serializers.CharField()
@@ -98,6 +100,7 @@ class CategoryListApi(_TableApi):
 class GroupListApi(_TableApi):
     table = "groups"
 
+    @extend_schema_serializer(component_name="GroupRow")
     class OutputSerializer(serializers.Serializer):
         agent = serializers.CharField()
         harness = serializers.CharField()
@@ -114,6 +117,7 @@ class GroupListApi(_TableApi):
 class HarnessFamilyListApi(_TableApi):
     table = "harness-families"
 
+    @extend_schema_serializer(component_name="HarnessFamilyRow")
     class OutputSerializer(serializers.Serializer):
         harness_family = serializers.CharField()
         agents = serializers.IntegerField()
@@ -132,6 +136,7 @@ class HarnessFamilyListApi(_TableApi):
 class TrialListApi(APIView):
     """Trials of ranked agents, paginated with limit/offset (limit <= 5000)."""
 
+    @extend_schema_serializer(component_name="TrialRow")
     class OutputSerializer(serializers.Serializer):
         agent = serializers.CharField()
         task = serializers.CharField()
@@ -144,6 +149,7 @@ class TrialListApi(APIView):
         output_tokens = serializers.IntegerField(allow_null=True)
         provenance = serializers.CharField()
 
+    @extend_schema_serializer(component_name="TrialPage")
     class PageSerializer(serializers.Serializer):
         offset = serializers.IntegerField()
         limit = serializers.IntegerField()
@@ -167,6 +173,7 @@ class TrialListApi(APIView):
 
 
 class BenchmarkListApi(APIView):
+    @extend_schema_serializer(component_name="BenchmarkVersion")
     class OutputSerializer(serializers.Serializer):
         slug = serializers.CharField()
         title = serializers.CharField()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound
@@ -56,11 +56,13 @@ class SubmissionCollectionApi(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser]
 
+    @extend_schema_serializer(component_name="SubmissionUpload")
     class InputSerializer(serializers.Serializer):
         archive = serializers.FileField(help_text=".tar.gz, .tgz or .zip of Harbor job dirs")
         metadata = serializers.FileField(required=False,
                                          help_text="metadata.yaml / .json (or in the archive)")
 
+    @extend_schema_serializer(component_name="SubmissionCreated")
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
         status = serializers.CharField()
@@ -70,6 +72,7 @@ class SubmissionCollectionApi(APIView):
         request={"multipart/form-data": InputSerializer},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
         responses={201: OutputSerializer},
+        operation_id="submissions_create",
     )
     def post(self, request: Request) -> Response:
         if request_upload_too_large(request._request):
@@ -101,7 +104,7 @@ class SubmissionCollectionApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: dict}, operation_id="submissions_list")
     def get(self, request: Request) -> Response:
         return Response([
             {"id": s.pk, "status": s.status, "agent": s.agent.display_name,
@@ -131,7 +134,7 @@ class SubmissionDetailApi(APIView):
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     permission_classes = [AllowAny]
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: dict}, operation_id="submissions_retrieve")
     def get(self, request: Request, pk: int) -> Response:
         user = request.user if request.user and request.user.is_authenticated else None
         submission = selectors.submission_get_for_user(user=user, pk=pk)

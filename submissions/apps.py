@@ -11,3 +11,4 @@ class SubmissionsConfig(AppConfig):
     def ready(self) -> None:
         # Uploads stream to this private folder; it must exist before the first request.
         Path(settings.FILE_UPLOAD_TEMP_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
+        from submissions import schema  # noqa: F401  registers the OpenAPI auth extension

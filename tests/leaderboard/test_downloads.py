@@ -151,3 +151,12 @@ def test_hostile_agent_names_are_neutralised_in_every_csv(client, small_benchmar
         text = b"".join(response.streaming_content).decode()
         assert "'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")" in text, table
         assert '\n=HYPERLINK' not in text and ',=HYPERLINK' not in text
+
+
+def test_openapi_schema_generates_without_warnings_and_validates(tmp_path, db):
+    from django.core.management import call_command
+
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    text = out.read_text()
+    assert "LeaderboardRow" in text and "ApiToken" in text and "/api/v1/submissions/" in text
