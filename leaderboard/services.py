@@ -249,13 +249,16 @@ def _pooled(counts: list[int] | None) -> float | None:
 def _recompute_groups(benchmark_version, entries, computed) -> None:
     """Harness-family aggregates: means of agent-level values, and pooled counts."""
     families: dict[str, list[tuple[LeaderboardEntry, dict]]] = defaultdict(list)
-    harness_by_agent = dict(
-        Agent.objects.filter(pk__in=[e.agent_id for e in entries]).values_list(
-            "pk", "harness__family"
-        )
-    )
+    harness_by_agent = {
+        pk: (family, name) for pk, family, name in Agent.objects.filter(
+            pk__in=[e.agent_id for e in entries]).values_list(
+            "pk", "harness__family", "harness__display_name")
+    }
+    labels: dict[str, str] = {}
     for e, c in zip(entries, computed, strict=True):
-        families[harness_by_agent[e.agent_id]].append((e, c))
+        family, name = harness_by_agent[e.agent_id]
+        families[family].append((e, c))
+        labels.setdefault(family, name)
     rows = []
     for family, members in families.items():
         es = [e for e, _ in members]
@@ -264,7 +267,7 @@ def _recompute_groups(benchmark_version, entries, computed) -> None:
                 benchmark_version=benchmark_version,
                 kind=GroupAggregate.Kind.HARNESS_FAMILY,
                 key=family,
-                label=family,
+                label=labels[family],
                 agents=len(es),
                 successes=sum(e.successes for e in es),
                 attempts=sum(e.attempts for e in es),
