@@ -37,7 +37,8 @@ def oracle(tmp_path_factory, docker_engine):
 @pytest.fixture(autouse=True)
 def _media_and_broker(settings, media_root):
     settings.MEDIA_ROOT = str(media_root)
-    settings.VERIFICATION_QUEUE = vs.QUEUE
+    # In-process tests publish where no worker listens; tests on the worker use `on_worker`.
+    settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
     settings.VERIFICATION_CHECKS = ["regrade"]
     settings.VERIFICATION_HEARTBEAT_S = 1
@@ -52,6 +53,13 @@ def worker(django_db_setup, django_db_blocker, media_root, docker_engine):
     w = vs.Worker(media_root=media_root, concurrency=1).start()
     yield w
     w.stop()
+    vs.redis_client().delete(vs.INPROC_QUEUE)
+
+
+@pytest.fixture
+def on_worker(settings, worker):
+    settings.VERIFICATION_QUEUE = worker.queue
+    return worker
 
 
 def _small_submission(oracle, tasks=(CT,), attempts=1):
@@ -260,7 +268,7 @@ def test_r9_reaper_requeues_stale_jobs_fails_capped_and_takes_a_lock(oracle, set
 # -- R5: broker down at submit time --------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
-def test_r5_broker_down_at_submit_loses_nothing(oracle, worker):
+def test_r5_broker_down_at_submit_loses_nothing(oracle, on_worker):
     from evaluation.models import TrialCheck, VerificationJob
     from evaluation.verification import reap_stuck_submissions, verification_publish
 
@@ -277,7 +285,7 @@ def test_r5_broker_down_at_submit_loses_nothing(oracle, worker):
     report = reap_stuck_submissions()
     assert job.pk in report["published"]
     assert verification_publish(job_id=job.pk)  # and a duplicate message (R2 on a real worker)
-    sub = _final(sub, worker)
+    sub = _final(sub, on_worker)
     assert sub.status == "verified"
     assert list(TrialCheck.objects.filter(job=job).values_list("executions", flat=True)) == [1]
 
@@ -312,7 +320,7 @@ def test_r6_lost_queue_is_rebuilt_from_postgres(oracle, settings):
 # -- R1: SIGKILL mid-verification ----------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
-def test_r1_sigkill_worker_mid_verification(oracle, worker):
+def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
     from evaluation.models import TrialCheck, VerificationJob
 
     sub, job = _small_submission(oracle, tasks=(CT, PATH), attempts=3)
@@ -325,13 +333,13 @@ def test_r1_sigkill_worker_mid_verification(oracle, worker):
         return (j, live) if j.status == "running" and live and done >= 1 else None
 
     j, live = vs.wait_for(running_with_container, 120, "a running job with a live container",
-                          interval=0.1, worker=worker)
+                          interval=0.1, worker=on_worker)
     pid = int(j.claimed_by.rsplit(":", 1)[1])
     os.kill(pid, signal.SIGKILL)  # the pool child running the job
     orphans = set(vs.labelled_containers(prefix)) or set(live)
-    sub = _final(sub, worker)
+    sub = _final(sub, on_worker)
     j = VerificationJob.objects.get(pk=job.pk)
-    assert sub.status == "verified", (j.summary, worker.tail())
+    assert sub.status == "verified", (j.summary, on_worker.tail())
     assert j.attempt == 2  # redelivered and re-run exactly once more
     checks = TrialCheck.objects.filter(job=job)
     assert checks.count() == 6 == sub.trials.count()

@@ -40,7 +40,8 @@ def oracle(tmp_path_factory, docker_engine):
 @pytest.fixture(autouse=True)
 def _media_and_broker(settings, media_root):
     settings.MEDIA_ROOT = str(media_root)
-    settings.VERIFICATION_QUEUE = vs.QUEUE
+    # In-process tests publish where no worker listens; tests on the worker use `on_worker`.
+    settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
     settings.VERIFICATION_JUDGE_STANDIN = str(vs.JUDGE_STANDIN)
     settings.VERIFICATION_HEARTBEAT_S = 1
@@ -55,6 +56,13 @@ def worker(django_db_setup, django_db_blocker, media_root, docker_engine):
     w = vs.Worker(media_root=media_root, concurrency=1).start()
     yield w
     w.stop()
+    vs.redis_client().delete(vs.INPROC_QUEUE)
+
+
+@pytest.fixture
+def on_worker(settings, worker):
+    settings.VERIFICATION_QUEUE = worker.queue
+    return worker
 
 
 def _job(sub):
@@ -77,7 +85,7 @@ def _wrong_ct_answer(oracle) -> bytes:
     return json.dumps({"labels": flipped}).encode()
 
 
-def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle, worker):
+def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle, on_worker):
     from django.db import transaction
 
     from evaluation.models import CheckKind, JobStatus, TrialCheck
@@ -94,10 +102,10 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
                                                    _wrong_ct_answer(oracle)}})
         verification_enqueue(submission=honest)
         verification_enqueue(submission=tampered)
-    honest = _wait_final(honest, worker)
-    tampered = _wait_final(tampered, worker)
+    honest = _wait_final(honest, on_worker)
+    tampered = _wait_final(tampered, on_worker)
 
-    assert honest.status == "verified", (_job(honest).summary, worker.tail())
+    assert honest.status == "verified", (_job(honest).summary, on_worker.tail())
     assert honest.is_verified and honest.trials_done == honest.trials_total == 21
     job = _job(honest)
     assert job.status == JobStatus.DONE and job.verdict == "verified"

@@ -25,6 +25,7 @@ DEAD_BROKER_URL = "redis://127.0.0.1:1/0"
 JUDGE_STANDIN = REPO / "tests" / "evaluation" / "judge_standin.py"
 SESSION = uuid.uuid4().hex[:8]
 QUEUE = f"evaluation-test-{SESSION}"
+INPROC_QUEUE = f"{QUEUE}-inproc"  # published to by in-process tests; nobody consumes it
 RUN_PREFIX = f"v{SESSION}x"  # container names unique to this test session on a shared engine
 
 
