@@ -36,6 +36,7 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         "queue_position": selectors.queue_position(submission=submission),
         "verified": submission.is_verified,
         "created_at": submission.created_at.isoformat(),
+        "verification": _verification(submission),
     }
     if include_private:
         payload.update({
@@ -47,6 +48,16 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
                         "at": e.created_at.isoformat()} for e in submission.event_list],
         })
     return payload
+
+
+def _verification(submission) -> dict:
+    from evaluation.verification import verification_progress
+
+    progress = verification_progress(submission=submission)
+    # JSON-safe: the heartbeat is a datetime.
+    if progress.get("heartbeat_at") is not None:
+        progress["heartbeat_at"] = progress["heartbeat_at"].isoformat()
+    return progress
 
 
 class SubmissionCollectionApi(APIView):

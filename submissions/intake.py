@@ -18,6 +18,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from evaluation.verification import verification_enqueue
 from leaderboard.models import AIModel, BenchmarkVersion, Harness
 from leaderboard.services import agent_get_or_create
 from submissions.models import Submission, SubmissionStatus, Trial, ValidationProblem
@@ -133,6 +134,9 @@ def _store(*, owner, tree: Path, archive_path: Path, checked, digest: str,
             submission_transition(
                 submission=submission, to_status=SubmissionStatus.QUEUED, actor=owner,
                 note=f"validated: {submission.trials_total} trials", queued_at=timezone.now())
+            # The job row commits with the submission; it is published to the broker on commit,
+            # and the reconciler re-publishes it if the broker is down (R5).
+            verification_enqueue(submission=submission)
     except BaseException:
         for name in stored:
             default_storage.delete(name)

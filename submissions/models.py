@@ -47,15 +47,20 @@ class SubmissionQuerySet(models.QuerySet):
 TRANSITIONS: dict[str, set[str]] = {
     SubmissionStatus.RECEIVED: {SubmissionStatus.VALIDATING, SubmissionStatus.REJECTED},
     SubmissionStatus.VALIDATING: {SubmissionStatus.QUEUED, SubmissionStatus.REJECTED},
-    SubmissionStatus.QUEUED: {
-        SubmissionStatus.VERIFYING, SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED,
-    },
+    # Only a verified (or discrepancy, with its flags shown) submission can be published.
+    SubmissionStatus.QUEUED: {SubmissionStatus.VERIFYING, SubmissionStatus.REJECTED},
     SubmissionStatus.VERIFYING: {
         SubmissionStatus.VERIFIED, SubmissionStatus.DISCREPANCY, SubmissionStatus.FAILED,
         SubmissionStatus.REJECTED,
     },
-    SubmissionStatus.VERIFIED: {SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED},
-    SubmissionStatus.DISCREPANCY: {SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED},
+    # A maintainer may re-verify (e.g. after a grader update): back in the queue, a new job;
+    # every job keeps its own check rows, so the history stays.
+    SubmissionStatus.VERIFIED: {
+        SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED, SubmissionStatus.QUEUED,
+    },
+    SubmissionStatus.DISCREPANCY: {
+        SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED, SubmissionStatus.QUEUED,
+    },
     # A maintainer may put a submission whose verification broke (infrastructure) back in line.
     SubmissionStatus.FAILED: {SubmissionStatus.QUEUED, SubmissionStatus.REJECTED},
     SubmissionStatus.PUBLISHED: {SubmissionStatus.WITHDRAWN},

@@ -165,3 +165,17 @@ def submission_withdraw(*, submission: Submission, actor, reason: str) -> Submis
         )
         leaderboard_recompute(benchmark_version=submission.benchmark_version)
     return submission
+
+
+def submission_reverify(*, submission: Submission, actor, reason: str = "") -> Submission:
+    """Put a verified, discrepant or failed submission back in the queue with a new job
+    (e.g. after a grader update). Earlier jobs and their check rows are kept."""
+    from evaluation.verification import verification_enqueue
+
+    with transaction.atomic():
+        submission = submission_transition(
+            submission=submission, to_status=SubmissionStatus.QUEUED, actor=actor,
+            note=reason or "re-verification requested", queued_at=timezone.now(),
+            trials_done=0, is_verified=False)
+        verification_enqueue(submission=submission)
+    return submission

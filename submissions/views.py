@@ -14,6 +14,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from evaluation.verification import verification_progress
 from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
@@ -112,6 +113,7 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "status_json": submission_status_payload(submission, include_private=private),
         "trials": selectors.trial_list(submission=submission),
         "reason_form": ReasonForm(), "statuses": SubmissionStatus,
+        "verification": verification_progress(submission=submission),
     })
 
 
@@ -135,6 +137,9 @@ def moderate_submission(request: HttpRequest, pk: int, action: str) -> HttpRespo
             services.submission_publish(submission=submission, actor=request.user)
         elif action == "reject":
             services.submission_reject(submission=submission, actor=request.user, reason=reason)
+        elif action == "reverify":
+            services.submission_reverify(submission=submission, actor=request.user,
+                                         reason=reason)
         elif action == "withdraw":
             services.submission_withdraw(submission=submission, actor=request.user,
                                          reason=reason)

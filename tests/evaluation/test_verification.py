@@ -309,6 +309,20 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path):
     sub.refresh_from_db()
     assert sub.status == "verified", job.__class__.objects.get(pk=job.pk).summary
     assert sub.trials.filter(verified_reward=1.0).count() == 21
+    # Issue 4's end: a maintainer publishes it; it appears on the leaderboard and in the CSVs.
+    from leaderboard.models import LeaderboardEntry
+    from submissions.services import submission_publish
+
+    maintainer = get_user_model().objects.create_user("verif-maint", is_staff=True)
+    submission_publish(submission=sub, actor=maintainer)
+    entry = LeaderboardEntry.objects.get(submission=sub)
+    assert (entry.successes, entry.attempts, entry.verified) == (21, 21, True)
+    public = Client()
+    csv = b"".join(public.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
+    assert b"Oracle" in csv and b",verified" in csv
+    trials = b"".join(public.get(f"/trials.csv?benchmark={bv.slug}").streaming_content)
+    assert trials.count(b"\n") == 22
+    assert public.get(f"/submissions/{sub.pk}/").status_code == 200
 
 
 def test_rerun_significance_nop_and_command_agents(settings, oracle):

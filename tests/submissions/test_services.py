@@ -87,9 +87,22 @@ def test_transitions_follow_the_state_machine_and_are_audited(owned_submission, 
         services.submission_transition(submission=sub, to_status=SubmissionStatus.QUEUED)
 
 
+def _verify(sub):
+    """The transitions the verification pipeline makes (tested for real in tests/evaluation)."""
+    services.submission_transition(submission=sub, to_status=SubmissionStatus.VERIFYING)
+    return services.submission_transition(submission=sub, to_status=SubmissionStatus.VERIFIED)
+
+
+def test_a_queued_submission_cannot_be_published_before_verification(owned_submission,
+                                                                      maintainer):
+    with pytest.raises(services.InvalidTransition):
+        services.submission_publish(submission=owned_submission, actor=maintainer)
+
+
 def test_publishing_updates_the_leaderboard_in_the_same_transaction(owned_submission, maintainer):
     from leaderboard.models import LeaderboardEntry
 
+    _verify(owned_submission)
     services.submission_publish(submission=owned_submission, actor=maintainer)
     entry = LeaderboardEntry.objects.get(submission=owned_submission)
     assert (entry.successes, entry.attempts) == (1, 1)
@@ -129,3 +142,15 @@ def test_the_sweeper_removes_abandoned_staging_but_not_fresh_uploads(tmp_path, s
         os.utime(p, (long_ago, long_ago))
     assert sweep_staging_task() == 2
     assert not old.exists() and not partial.exists() and fresh.exists()
+
+
+def test_reverify_queues_a_new_job_and_keeps_the_old_one(owned_submission, maintainer):
+    from evaluation.models import VerificationJob
+
+    _verify(owned_submission)
+    before = VerificationJob.objects.filter(submission=owned_submission).count()
+    sub = services.submission_reverify(submission=owned_submission, actor=maintainer,
+                                       reason="grader 1.1")
+    assert sub.status == SubmissionStatus.QUEUED and not sub.is_verified
+    assert VerificationJob.objects.filter(submission=sub).count() == before + 1
+    assert sub.events.last().note == "grader 1.1"

@@ -13,9 +13,8 @@ import yaml
 from django.core.management import call_command
 from django.test import Client
 
-from leaderboard.models import LeaderboardEntry
 from submissions.models import DailyQuota, Submission, SubmissionStatus, Trial
-from submissions.services import submission_publish, token_issue
+from submissions.services import InvalidTransition, submission_publish, token_issue
 from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
 
 MODEL = "openai/gpt-5.5"
@@ -69,7 +68,7 @@ def _named(data: bytes, name: str):
     return f
 
 
-def test_a_complete_job_directory_is_queued_then_published_onto_the_leaderboard(
+def test_a_complete_job_directory_is_queued_with_a_verification_job(
         synthetic, tmp_path, token, owner, maintainer, client):
     bv, tasks = synthetic
     response = _post(token, _job_archive(tmp_path, tasks), build_metadata())
@@ -84,16 +83,15 @@ def test_a_complete_job_directory_is_queued_then_published_onto_the_leaderboard(
     status = Client(HTTP_AUTHORIZATION=f"Token {token}").get(
         f"/api/v1/submissions/{sub.pk}/").json()
     assert status["progress"] == {"done": 0, "total": 21} and status["queue_position"] == 1
-    # the public cannot see it yet
+    # the public cannot see it yet, and nothing is published before the site verified it
     assert client.get(f"/submissions/{sub.pk}/").status_code == 404
-    submission_publish(submission=sub, actor=maintainer)
-    entry = LeaderboardEntry.objects.get(submission=sub)
-    assert entry.attempts == 21 and entry.agent.display_name == "Codex (GPT 5.5)"
-    csv = b"".join(client.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
-    assert b"Codex (GPT 5.5)" in csv and b",submitted" in csv
-    trials = b"".join(client.get(f"/trials.csv?benchmark={bv.slug}").streaming_content)
-    assert trials.count(b"\n") == 22
-    assert client.get(f"/submissions/{sub.pk}/").status_code == 200
+    job = sub.verification_jobs.get()
+    assert job.status == "pending"
+    assert status["verification"]["job"] == job.pk
+    with pytest.raises(InvalidTransition):
+        submission_publish(submission=sub, actor=maintainer)
+    # Verification in Docker, publication and the leaderboard/CSV rows: see
+    # tests/evaluation/test_verification.py::test_an_upload_through_the_api_is_verified.
 
 
 def test_metadata_yaml_inside_the_archive_and_zip_archives_work(synthetic, tmp_path, token):
