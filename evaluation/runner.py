@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import tarfile
 import tempfile
 import threading
@@ -540,30 +541,39 @@ def tar_from_files(files: dict[str, bytes], *, uid: int = 0, gid: int = 0, mode=
 def safe_extract(
     tar_path_or_obj, dest: Path, *, max_bytes: int, max_members: int = 100_000
 ) -> list[str]:
-    """Extract regular files and directories only; refuse links, devices, absolute paths, `..`."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    names: list[str] = []
-    total = 0
-    with tarfile.open(fileobj=tar_path_or_obj, mode="r:") as tar:
-        members = []
-        for i, m in enumerate(tar):
-            if i >= max_members:
-                raise OutputTooLargeError(f"archive has more than {max_members} members")
-            pp = PurePosixPath(m.name)
-            if pp.is_absolute() or ".." in pp.parts:
-                raise UnsafeArchiveError(f"unsafe path in archive: {m.name!r}")
-            if m.issym() or m.islnk():
-                raise UnsafeArchiveError(f"link in output: {m.name!r} -> {m.linkname!r}")
-            if not (m.isfile() or m.isdir()):
-                raise UnsafeArchiveError(f"special file in output: {m.name!r}")
-            total += m.size
-            if total > max_bytes:
-                raise OutputTooLargeError(f"output exceeds {max_bytes // MiB} MiB")
-            members.append(m)
-            names.append(m.name)
-        tar.extractall(dest, members=members, filter="data")
-    return names
+    """Extract a container's output archive with the project's one vetted extractor
+    (submissions/archive.py: regular files and directories only, no links, devices, absolute or
+    `..` paths, streamed byte caps). Returns the extracted member names."""
+    from submissions.archive import ArchiveError, ArchiveLimits
+    from submissions.archive import safe_extract as vetted_extract
+
+    limits = ArchiveLimits(
+        max_compressed_bytes=max_bytes + 16 * MiB,  # tar headers: 512 bytes per member
+        max_total_bytes=max_bytes, max_file_bytes=max_bytes, max_entries=max_members,
+    )
+    with tempfile.TemporaryDirectory(prefix="hab-output-") as tmp:
+        tar_path = Path(tmp) / "output.tar"
+        with open(tar_path, "wb") as fh:
+            shutil.copyfileobj(tar_path_or_obj, fh, 1 * MiB)
+        staged = Path(tmp) / "out"
+        try:
+            report = vetted_extract(tar_path, staged, limits)
+        except ArchiveError as exc:
+            if exc.code in ("too_large", "too_many_entries"):
+                raise OutputTooLargeError(str(exc)) from exc
+            raise UnsafeArchiveError(str(exc)) from exc
+        # Several outputs may land in one host folder: merge, never following a link.
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        for top in sorted(staged.iterdir()):
+            target = dest / top.name
+            if target.is_symlink():
+                raise UnsafeArchiveError(f"refusing to write through a link: {target}")
+            if top.is_dir():
+                shutil.copytree(top, target, symlinks=True, dirs_exist_ok=True)
+            else:
+                shutil.copy2(top, target)
+    return list(report.directories) + list(report.members)
 
 
 # --------------------------------------------------------------------------------------------
