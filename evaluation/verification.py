@@ -625,13 +625,14 @@ class _Checks:
             reason = f"verifier gave no reward ({v.error}); counted as 0. " + reason
         if got["missing"]:
             reason += f" (submitted output missing: {', '.join(got['missing'])})"
-        self._record(CheckKind.REGRADE, trial=trial, res=_Result(
-            CheckStatus.MATCH if match else CheckStatus.MISMATCH,
-            verified_reward=verified, claimed_reward=claimed,
-            flags=[] if match else [FLAG_REGRADE], reason=reason.strip(),
-            detail={"rewards": v.rewards, "outputs": got, "verifier": v.result.reason},
-            grader_version=grader_version(task_dir), duration_s=time.time() - t0))
-        _set_trial_flag(trial.pk, FLAG_REGRADE, not match, verified_reward=verified)
+        with transaction.atomic():  # check row + trial score: both or neither (R7)
+            self._record(CheckKind.REGRADE, trial=trial, res=_Result(
+                CheckStatus.MATCH if match else CheckStatus.MISMATCH,
+                verified_reward=verified, claimed_reward=claimed,
+                flags=[] if match else [FLAG_REGRADE], reason=reason.strip(),
+                detail={"rewards": v.rewards, "outputs": got, "verifier": v.result.reason},
+                grader_version=grader_version(task_dir), duration_s=time.time() - t0))
+            _set_trial_flag(trial.pk, FLAG_REGRADE, not match, verified_reward=verified)
         self._progress()
 
     # -- replay
@@ -649,20 +650,22 @@ class _Checks:
         claimed = _claimed_reward(trial)
         trajectory = load_trajectory(trial)
         if trajectory is None:
-            self._record(CheckKind.REPLAY, trial=trial, res=_Result(
-                CheckStatus.NOT_REPLAYABLE, claimed_reward=claimed, flags=[FLAG_NOT_REPLAYABLE],
-                reason="no readable ATIF trajectory was submitted for this trial"))
-            _set_trial_flag(trial.pk, FLAG_NOT_REPLAYABLE, True)
+            with transaction.atomic():  # check row + trial score: both or neither (R7)
+                self._record(CheckKind.REPLAY, trial=trial, res=_Result(
+                    CheckStatus.NOT_REPLAYABLE, claimed_reward=claimed, flags=[FLAG_NOT_REPLAYABLE],
+                    reason="no readable ATIF trajectory was submitted for this trial"))
+                _set_trial_flag(trial.pk, FLAG_NOT_REPLAYABLE, True)
             return
         from evaluation.replay import plan_from_trajectory
 
         plan = plan_from_trajectory(trajectory)
         if not plan.replayable:
-            self._record(CheckKind.REPLAY, trial=trial, res=_Result(
-                CheckStatus.NOT_REPLAYABLE, claimed_reward=claimed, flags=[FLAG_NOT_REPLAYABLE],
-                reason="tools the site cannot replay: " + ", ".join(plan.unknown_tools),
-                detail={"plan": plan.describe()}))
-            _set_trial_flag(trial.pk, FLAG_NOT_REPLAYABLE, True)
+            with transaction.atomic():  # check row + trial score: both or neither (R7)
+                self._record(CheckKind.REPLAY, trial=trial, res=_Result(
+                    CheckStatus.NOT_REPLAYABLE, claimed_reward=claimed, flags=[FLAG_NOT_REPLAYABLE],
+                    reason="tools the site cannot replay: " + ", ".join(plan.unknown_tools),
+                    detail={"plan": plan.describe()}))
+                _set_trial_flag(trial.pk, FLAG_NOT_REPLAYABLE, True)
             return
         task_dir = task_dir_of(trial.benchmark_task)
         t0 = time.time()
@@ -689,15 +692,16 @@ class _Checks:
             f"output is graded {submitted_reward:g}")
         if run.result.reasons:
             reason = (reason + f" (replay: {run.result.reason})").strip()
-        self._record(CheckKind.REPLAY, trial=trial, res=_Result(
-            CheckStatus.MATCH if reproduced else CheckStatus.MISMATCH,
-            verified_reward=replay_reward, claimed_reward=claimed, reproduced=reproduced,
-            flags=[] if reproduced else [FLAG_REPLAY], reason=reason,
-            detail={"plan": plan.describe(), "output_identical": identical,
-                    "collected": run.collected, "missing": run.missing,
-                    "log_tail": run.result.text[-2000:]},
-            grader_version=grader_version(task_dir), duration_s=time.time() - t0))
-        _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced)
+        with transaction.atomic():  # check row + trial score: both or neither (R7)
+            self._record(CheckKind.REPLAY, trial=trial, res=_Result(
+                CheckStatus.MATCH if reproduced else CheckStatus.MISMATCH,
+                verified_reward=replay_reward, claimed_reward=claimed, reproduced=reproduced,
+                flags=[] if reproduced else [FLAG_REPLAY], reason=reason,
+                detail={"plan": plan.describe(), "output_identical": identical,
+                        "collected": run.collected, "missing": run.missing,
+                        "log_tail": run.result.text[-2000:]},
+                grader_version=grader_version(task_dir), duration_s=time.time() - t0))
+            _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced)
 
     # -- re-run
     def rerun_sample(self) -> list[tuple]:
