@@ -1433,11 +1433,13 @@ def reap_job_prefix(prefix: str, *, keep_attempt: int | None = None) -> list[str
 
     flt = {"label": [f"{LABEL_APP}={APP_LABEL}"]}
     with _infra(f"reaping runs of {prefix}"):
-        for cont in c.containers.list(all=True, filters=flt):
-            if doomed(cont.labels):
+        # sparse: no inspect per container, so one that vanishes meanwhile (another worker's, on a
+        # shared engine) cannot turn into a 404 and cost this job an attempt.
+        for cont in c.containers.list(all=True, filters=flt, sparse=True):
+            if doomed(cont.attrs.get("Labels") or {}):
                 try:
                     cont.remove(force=True, v=True)
-                    removed.append(cont.name)
+                    removed.append((cont.attrs.get("Names") or [cont.id])[0].lstrip("/"))
                 except docker.errors.NotFound:
                     pass
         for vol in c.volumes.list(filters=flt):
