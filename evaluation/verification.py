@@ -674,7 +674,7 @@ class _Checks:
         with tempfile.TemporaryDirectory(prefix="hab-replay-") as tmp:
             tmp = Path(tmp)
             (tmp / "submitted").mkdir()
-            submitted = materialize_outputs(trial, task_dir, tmp / "submitted")
+            materialize_outputs(trial, task_dir, tmp / "submitted")
             run = agents.run_site_agent(
                 agents.SiteAgent(kind="replay", name="replay"), task_dir,
                 job_id=self._job_id(f"t{trial.pk}-rp"), attempt=self.job.attempt,

@@ -16,7 +16,6 @@ from leaderboard.models import (
     Agent,
     AIModel,
     BenchmarkVersion,
-    Category,
     CategoryEntry,
     Group,
     GroupAggregate,
@@ -25,11 +24,6 @@ from leaderboard.models import (
     TaskCell,
 )
 from submissions.models import OUTCOME_CODES, Outcome, Submission, Trial
-
-
-def benchmark_version_get_or_create(*, name: str, version: str, **defaults) -> BenchmarkVersion:
-    bv, _ = BenchmarkVersion.objects.get_or_create(name=name, version=version, defaults=defaults)
-    return bv
 
 
 def agent_get_or_create(

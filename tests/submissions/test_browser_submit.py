@@ -1,7 +1,6 @@
 """Browser walk (Playwright + Debian's chromium): sign up, create a token, upload a Harbor run
 through the form, land on the live status page."""
 
-import io
 import tarfile
 
 import pytest

@@ -678,7 +678,8 @@ def test_fixture_is_accepted_by_the_real_harbor_models(tmp_path, spec):
 
     python = Path(os.environ.get("HARBOR_VENV", REPO / ".venv-harbor")) / "bin" / "python"
     if not python.exists():
-        pytest.skip("no .venv-harbor (scripts/harbor-venv installs the real Harbor CLI)")
+        pytest.fail("no .venv-harbor: run scripts/harbor-venv (make test does) to install the "
+                    "pinned Harbor CLI this test checks the fixtures against")
     job = _build(tmp_path, spec, exceptions={(sorted(spec.tasks)[0], 1): "AgentTimeoutError"})
     done = subprocess.run([str(python), "-W", "ignore", "-c", HARBOR_CHECK, str(job.job_dir)],
                           capture_output=True, text=True, timeout=120, check=False)
