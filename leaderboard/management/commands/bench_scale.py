@@ -1,0 +1,211 @@
+"""Measure the leaderboard at scale against its floors, in one run (issue 12).
+
+Creates its own PostgreSQL database on the configured server (dropped afterwards), generates a
+benchmark version with N published agents x 162 trials, rebuilds the aggregates with the real
+services code, and serves the site with real gunicorn (-w 2, DEBUG off). Prints, each as a ratio
+to its floor: every page's warm p50 against the same bytes served as a static file by the same
+gunicorn; the full rebuild against DuckDB group-bys on the same trials; publishing and taking
+down one submission; /trials.csv against ``psql \\copy``, with the workers' peak memory; and a
+64-connection load on / and /leaderboard.csv with wrk, counting errors.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+from leaderboard.bench import dataset, duck, web
+from leaderboard.bench.wsgi import FLOOR_PREFIX
+
+PAGES = [
+    ("/", "html"), ("/categories/", "html"), ("/imaging-vs-text/", "html"),
+    ("/harness-effect/", "html"), ("/cost/", "html"), ("/task-matrix/", "html"),
+    ("/api/v1/leaderboard/", "json"),
+]
+_PSQL_TRIALS = (
+    "SELECT a.display_name, bt.name, c.slug, t.attempt, t.outcome, t.success, t.cost_usd, "
+    "t.duration_s, t.output_tokens FROM submissions_trial t "
+    "JOIN leaderboard_leaderboardentry e ON e.submission_id = t.submission_id "
+    "JOIN leaderboard_agent a ON a.id = e.agent_id "
+    "JOIN leaderboard_benchmarktask bt ON bt.id = t.benchmark_task_id "
+    "JOIN leaderboard_category c ON c.id = bt.category_id "
+    "WHERE e.benchmark_version_id = {bv} ORDER BY a.display_name, bt.position, t.attempt"
+)
+
+
+def _url(db: dict, name: str) -> str:
+    auth = quote(db["USER"] or "postgres")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{name}"
+
+
+class Command(BaseCommand):
+    help = "Leaderboard at N agents on real gunicorn + PostgreSQL, each figure against a floor."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--agents", type=int, default=1000)
+        parser.add_argument("--load-seconds", type=int, default=30)
+        parser.add_argument("--connections", type=int, default=64)
+        parser.add_argument("--cache-url", default="locmemcache://",
+                            help="CACHE_URL of the served site (production: redis://...)")
+        parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+
+    def handle(self, *args, **opts):
+        db = settings.DATABASES["default"]
+        if connections["default"].vendor != "postgresql":
+            raise CommandError("bench_scale needs DATABASE_URL=postgres://... (PostgreSQL)")
+        name = f"hab_bench_scale_{os.getpid()}"
+        admin = psycopg.connect(_url(db, "postgres"), autocommit=True)
+        admin.execute(f'CREATE DATABASE "{name}"')
+        original = db["NAME"]
+        try:
+            self._use(name)
+            self._run(db, name, opts)
+        finally:
+            self._use(original)
+            if opts["keep"]:
+                self.stdout.write(f"kept database {name}")
+            else:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.close()
+
+    def _use(self, name: str) -> None:
+        connections["default"].close()
+        settings.DATABASES["default"]["NAME"] = name
+        connections["default"].settings_dict["NAME"] = name
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def _run(self, db: dict, name: str, opts: dict) -> None:
+        from leaderboard.services import leaderboard_recompute
+
+        n = opts["agents"]
+        call_command("migrate", verbosity=0, interactive=False)
+        started = time.perf_counter()
+        gen = dataset.dataset_generate(n_agents=n)
+        self._say(f"bench_scale: {n:,} agents x 162 = {gen.trials:,} trials generated in "
+                  f"{time.perf_counter() - started:.1f} s (database {name})")
+        bv = gen.benchmark_version
+        started = time.perf_counter()
+        leaderboard_recompute(benchmark_version=bv)
+        rebuild_s = time.perf_counter() - started
+        duck_s, duck_n = duck.duckdb_rebuild_seconds(benchmark_version=bv)
+        rows = [("aggregate rebuild (all agents)", f"{rebuild_s:.2f} s",
+                 f"DuckDB {duck_s:.2f} s ({duck_n:,} trials)", rebuild_s / duck_s)]
+        self._say(_fmt(rows[-1]))
+        env = self._env(db, name, opts["cache_url"])
+        with tempfile.TemporaryDirectory() as floor:
+            with web.Gunicorn(app="config.wsgi", env=env, cwd=settings.BASE_DIR) as server:
+                for i, (path, ext) in enumerate(PAGES):
+                    status, body = web.get(server.port, path)
+                    if status != 200:
+                        raise CommandError(f"GET {path} answered {status}")
+                    (Path(floor) / f"page{i}.{ext}").write_bytes(body)
+            app = f'leaderboard.bench.wsgi:make_application("{floor}")'
+            with web.Gunicorn(app=app, env=env, cwd=settings.BASE_DIR) as server:
+                for i, (path, ext) in enumerate(PAGES):
+                    page_ms, size = web.p50_ms(server.port, path)
+                    floor_ms, _ = web.p50_ms(server.port, f"{FLOOR_PREFIX}page{i}.{ext}")
+                    rows.append((f"{path} ({size / 1e6:.2f} MB)", f"{page_ms:.1f} ms p50",
+                                 f"{floor_ms:.1f} ms", page_ms / floor_ms))
+                    self._say(_fmt(rows[-1]))
+                rows += self._publish(server, bv)
+                rows += self._trials_csv(server, db, name, bv)
+                rows += self._load(server, opts)
+        self._say("\n" + _table(rows))
+
+    def _env(self, db: dict, name: str, cache_url: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), DATABASE_URL=_url(db, name),
+            CELERY_BROKER_URL="memory://", CACHE_URL=cache_url, SECURE_SSL_REDIRECT="0",
+            ALLOWED_HOSTS="127.0.0.1,localhost", USE_MANIFEST_STATIC="0", CONN_MAX_AGE="60",
+            LOG_LEVEL="WARNING",
+        )
+        return env
+
+    def _publish(self, server: web.Gunicorn, bv) -> list[tuple]:
+        """One more agent's verified submission: publish it, wait until its page answers,
+        then take it down again."""
+        from submissions.models import SubmissionStatus
+        from submissions.services import submission_publish, submission_withdraw
+
+        agent = dataset.agents_create(n_agents=1, start=10**6)[0]
+        sub = dataset.submissions_create(benchmark_version=bv, agents=[agent],
+                                         status=SubmissionStatus.VERIFIED)[0]
+        dataset.trials_copy(submissions=[sub], tasks=list(bv.tasks.order_by("position")),
+                            seed=7)
+        started = time.perf_counter()
+        submission_publish(submission=sub, actor=None)
+        publish_s = time.perf_counter() - started
+        while web.get(server.port, f"/agents/{agent.slug}/")[0] != 200:
+            if time.perf_counter() - started > 120:
+                raise CommandError("the published agent's page did not appear within 120 s")
+        visible_s = time.perf_counter() - started
+        started = time.perf_counter()
+        submission_withdraw(submission=sub, actor=None, reason="bench_scale")
+        withdraw_s = time.perf_counter() - started
+        out = [("publish one submission", f"{publish_s:.2f} s", "-", None),
+               ("  ... its agent page served", f"{visible_s:.2f} s", "target 1 s", visible_s),
+               ("take it down", f"{withdraw_s:.2f} s", "-", None)]
+        for row in out:
+            self._say(_fmt(row))
+        return out
+
+    def _trials_csv(self, server: web.Gunicorn, db: dict, name: str, bv) -> list[tuple]:
+        workers = server.worker_pids()
+        for pid in workers:
+            web.reset_peak(pid)
+        before = {pid: web.rss_kb(pid) for pid in workers}
+        status, size, csv_s = web.get_streamed(server.port, "/trials.csv")
+        if status != 200:
+            raise CommandError(f"/trials.csv answered {status}")
+        growth_mb = max(web.rss_kb(pid, "VmHWM") - before[pid] for pid in workers) / 1024
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / "trials.csv"
+            started = time.perf_counter()
+            subprocess.run(
+                ["psql", _url(db, name), "-q", "-c",
+                 f"\\copy ({_PSQL_TRIALS.format(bv=bv.pk)}) TO '{target}' WITH CSV HEADER"],
+                check=True)
+            psql_s = time.perf_counter() - started
+        row = ("/trials.csv", f"{csv_s:.2f} s, {size / 1e6:.1f} MB, peak +{growth_mb:.1f} MB",
+               f"psql \\copy {psql_s:.2f} s", csv_s / psql_s)
+        self._say(_fmt(row))
+        return [row]
+
+    def _load(self, server: web.Gunicorn, opts: dict) -> list[tuple]:
+        out = []
+        for path in ("/", "/leaderboard.csv"):
+            r = web.wrk_load(server.port, path, connections=opts["connections"],
+                             seconds=opts["load_seconds"])
+            out.append((f"{opts['connections']} connections on {path}, {opts['load_seconds']} s",
+                        f"{r.rps:.1f} req/s, p50 {r.p50_ms:.0f} ms, p99 {r.p99_ms:.0f} ms",
+                        f"{r.errors} errors", None))
+            self._say(_fmt(out[-1]))
+        return out
+
+
+def _fmt(row: tuple) -> str:
+    what, now, floor, ratio = row
+    return f"  {what}: {now} | floor {floor}" + (f" | {ratio:.1f}x" if ratio else "")
+
+
+def _table(rows: list[tuple]) -> str:
+    lines = ["| what | now | floor | ratio |", "|---|---|---|---|"]
+    lines += [f"| {w} | {n} | {f} | {f'{r:.1f}x' if r else '-'} |" for w, n, f, r in rows]
+    return "\n".join(lines)
