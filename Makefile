@@ -15,6 +15,7 @@ install: $(VENV)/.installed
 run: install
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py load_demo
+	DEBUG=1 $(PY) manage.py sync_tasks || echo "make run: some task packages were not registered (see above); serving the rest"
 	DEBUG=1 PORT=$(PORT) scripts/run-dev
 
 test: install

@@ -105,3 +105,20 @@ def test_contribute_page_explains_format_checklist_and_ci(client, db):
     body = client.get("/contribute/").content.decode()
     for phrase in ("task.toml", "validate_task", "How CI validates", "SYNTHETIC", "recall@50"):
         assert phrase in body
+
+
+def test_a_synced_benchmark_is_in_the_menu_and_its_empty_page_says_how_to_be_first(client, demo_bv):
+    from django.conf import settings
+
+    from evaluation.services import benchmark_tasks_sync
+
+    assert benchmark_tasks_sync(tasks_dir=settings.TASKS_DIR).ok
+    body = client.get("/").content.decode()
+    assert '<option value="healthagentbench-synthetic@1.0">' in body
+    body = client.get("/?benchmark=healthagentbench-synthetic@1.0").content.decode()
+    empty = body.split('data-testid="empty-leaderboard"')[1].split("</td>")[0]
+    assert "be the first" in empty and "benchmark: healthagentbench-synthetic@1.0" in empty
+    assert 'href="/submit/?benchmark=healthagentbench-synthetic%401.0"' in empty
+    filtered = client.get("/?benchmark=healthagentbench-synthetic@1.0&harness=codex")
+    assert "No published results for this benchmark version and filters." in (
+        filtered.content.decode())
