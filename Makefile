@@ -12,7 +12,12 @@ $(VENV)/.installed: pyproject.toml uv.lock scripts/bootstrap
 
 install: $(VENV)/.installed
 
-run: install
+# Local defaults for every `manage.py` command typed by hand (DEBUG=1: SQLite, filesystem
+# broker, development key). Written once, never overwritten; production sets real variables.
+.env:
+	cp .env.example .env
+
+run: install .env
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py load_demo
 	DEBUG=1 $(PY) manage.py sync_tasks || echo "make run: some task packages were not registered (see above); serving the rest"

@@ -198,6 +198,9 @@ DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)
 # Local tag of the debootstrap-built runtime base image that every task starts FROM.
 TASK_BASE_IMAGE = env.str("TASK_BASE_IMAGE", default="healthagentbench/base:bookworm")
 TASKS_DIR = BASE_DIR / "tasks"
+# Public git URL of this repository (shown on the contribute and submit pages: clone it to get
+# the public task packages and the tools).
+REPOSITORY_URL = env.str("REPOSITORY_URL", default="")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "account"

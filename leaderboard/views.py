@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -179,7 +180,8 @@ def show_methods(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def show_contribute(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/contribute.html", {})
+    return render(request, "leaderboard/contribute.html",
+                  {"repository_url": settings.REPOSITORY_URL})
 
 
 @require_GET
