@@ -185,6 +185,13 @@ SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
 LEADERBOARD_RANDOM_SEED = env.int("LEADERBOARD_RANDOM_SEED", default=20260602)
 # Two-sided significance level of the paired tie test.
 LEADERBOARD_TIE_ALPHA = env.float("LEADERBOARD_TIE_ALPHA", default=0.05)
+# Cached pages are keyed by the aggregate version (leaderboard/caching.py), so they never go
+# stale; the timeout only frees memory held by versions nobody asks for any more.
+LEADERBOARD_CACHE_TIMEOUT_S = env.int("LEADERBOARD_CACHE_TIMEOUT_S", default=24 * 3600)
+# Agents per page on the list pages (top N, then "next" or "show all"), and on the task matrix
+# (54 cells of 3 attempts per agent).
+LEADERBOARD_PAGE_SIZE = env.int("LEADERBOARD_PAGE_SIZE", default=100)
+LEADERBOARD_MATRIX_PAGE_SIZE = env.int("LEADERBOARD_MATRIX_PAGE_SIZE", default=50)
 
 # --- Evaluation ---
 # OpenAI-compatible chat endpoint used as the X-ray report judge (CheXprompt-style rubric).

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from itertools import islice
 
+from django.http import HttpResponse
+from django.utils.decorators import method_decorator
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from leaderboard import selectors, tables
+from leaderboard.caching import cached_response
 
 _FILTER_PARAMS = [
     OpenApiParameter("benchmark", str, description="name@version, e.g. healthagentbench@1.0"),
@@ -22,8 +26,10 @@ _FILTER_PARAMS = [
 
 
 def _params(request: Request):
+    # The cache layer has looked the version up already (no second query).
+    bv = getattr(request, "benchmark_version", None)
     try:
-        bv = selectors.benchmark_version_get(slug=request.query_params.get("benchmark", ""))
+        bv = bv or selectors.benchmark_version_get(slug=request.query_params.get("benchmark", ""))
     except selectors.UnknownBenchmark as exc:
         raise NotFound(str(exc)) from exc
     filters = selectors.EntryFilters(
@@ -34,13 +40,19 @@ def _params(request: Request):
     return bv, filters
 
 
+def _json(payload) -> HttpResponse:
+    """The payload rendered once, as DRF renders it, so the bytes can be cached."""
+    return HttpResponse(JSONRenderer().render(payload), content_type="application/json")
+
+
 class _TableApi(APIView):
     table: str = ""
 
-    def get(self, request: Request) -> Response:
+    @method_decorator(cached_response)
+    def get(self, request: Request) -> HttpResponse:
         bv, filters = _params(request)
         table = tables.TABLES[self.table](bv, filters)
-        return Response(list(table.dicts()))
+        return _json(list(table.dicts()))
 
 
 class LeaderboardListApi(_TableApi):
@@ -73,7 +85,7 @@ class LeaderboardListApi(_TableApi):
         provenance = serializers.CharField()
 
     @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
 
@@ -93,7 +105,7 @@ class CategoryListApi(_TableApi):
         provenance = serializers.CharField()
 
     @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
 
@@ -110,7 +122,7 @@ class GroupListApi(_TableApi):
         provenance = serializers.CharField()
 
     @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
 
@@ -129,7 +141,7 @@ class HarnessFamilyListApi(_TableApi):
         text_pooled_success_rate = serializers.FloatField(allow_null=True)
 
     @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
 
@@ -159,7 +171,8 @@ class TrialListApi(APIView):
         parameters=[*_FILTER_PARAMS, OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
         responses=PageSerializer,
     )
-    def get(self, request: Request) -> Response:
+    @method_decorator(cached_response)
+    def get(self, request: Request) -> HttpResponse:
         bv, filters = _params(request)
         try:
             limit = min(int(request.query_params.get("limit", 1000)), 5000)
@@ -169,7 +182,7 @@ class TrialListApi(APIView):
         if limit < 1 or offset < 0:
             raise ValidationError({"limit": "limit must be >= 1 and offset >= 0"})
         rows = list(islice(tables.trials_table(bv, filters).dicts(), offset, offset + limit))
-        return Response({"offset": offset, "limit": limit, "results": rows})
+        return _json({"offset": offset, "limit": limit, "results": rows})
 
 
 class BenchmarkListApi(APIView):

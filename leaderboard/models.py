@@ -194,6 +194,9 @@ class LeaderboardEntry(BaseModel):
     verified = models.BooleanField(default=False)
     reconstructed = models.BooleanField(default=False)
     submitted_on = models.DateField(null=True)
+    # Per-task success rate over scored attempts ({task pk: rate}): the vector the paired tie
+    # test reads, stored so ranks and tie groups are recomputed without reading any trial.
+    task_rates = models.JSONField(default=dict)
 
     class Meta:
         constraints = [
@@ -293,3 +296,21 @@ class GroupAggregate(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.key}"
+
+
+class AggregateVersion(BaseModel):
+    """A counter per benchmark version, bumped in the same transaction as every change to its
+    aggregates (publish, take-down, re-verify, rebuild) or to the catalogue they show.
+
+    Cached pages, fragments and API payloads are keyed by it, so when a change commits every
+    stale key becomes unreachable at once (nothing to delete, no window where old and new mix).
+    ``updated_at`` is the pages' Last-Modified.
+    """
+
+    benchmark_version = models.OneToOneField(
+        BenchmarkVersion, on_delete=models.CASCADE, related_name="aggregate_version"
+    )
+    number = models.PositiveBigIntegerField(default=1)
+
+    def __str__(self) -> str:
+        return f"{self.benchmark_version_id}@{self.number}"

@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, Q, QuerySet
+from django.db.models.functions import Lower
 
 from leaderboard.models import (
     BenchmarkTask,
@@ -37,14 +38,17 @@ def benchmark_version_list() -> list[BenchmarkVersion]:
 
 
 def benchmark_version_get(*, slug: str | None) -> BenchmarkVersion:
-    """``name@version``, or the default version when slug is empty. One query."""
+    """``name@version``, or the default version when slug is empty, with its aggregate version
+    (the cache key of every page). One query."""
+    # The aggregate version is joined: every page reads it, never as a second query.
+    versions = BenchmarkVersion.objects.select_related("aggregate_version")
     if not slug:
-        bv = BenchmarkVersion.objects.order_by("-is_default", "name", "version").first()
+        bv = versions.order_by("-is_default", "name", "version").first()
         if bv is None:
             raise UnknownBenchmark("no benchmark version is registered yet")
         return bv
     name, sep, version = slug.partition("@")
-    bv = BenchmarkVersion.objects.filter(name=name, version=version).first() if sep else None
+    bv = versions.filter(name=name, version=version).first() if sep else None
     if bv is None:
         raise UnknownBenchmark(f"unknown benchmark version {slug!r} (expected name@version)")
     return bv
@@ -62,6 +66,61 @@ def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters) -> Quer
     if filters.verified_only:
         qs = qs.filter(verified=True)
     return qs.order_by("rank", "agent__display_name")
+
+
+# Sort keys of the list pages (kept in the URL) -> the entry column they order by.
+SORTABLE = {
+    "rank": F("rank"), "success": F("success_rate"), "cost": F("cost_per_attempt_usd"),
+    "time": F("mean_duration_s"), "tokens": F("mean_output_tokens"),
+    "agent": Lower("agent__display_name"),
+}
+
+
+@dataclass(frozen=True)
+class EntryWindow:
+    """Which slice of the ranked entries a page shows: sorted, searched, ``limit`` rows from
+    ``offset`` (``limit=None``: all of them)."""
+
+    sort: str = "rank"
+    descending: bool = False
+    search: str = ""
+    offset: int = 0
+    limit: int | None = None
+
+
+def leaderboard_window(
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
+    window: EntryWindow = EntryWindow(),
+) -> tuple[list[LeaderboardEntry], int]:
+    """One window of the entries and how many match in all. Two queries (rows, count)."""
+    base = _entries(benchmark_version, filters)
+    return list(_windowed(base, window)), _searched(base, window.search).count()
+
+
+def entry_count(*, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
+                search: str = "") -> int:
+    """How many entries match the filters and search. One query."""
+    return _searched(_entries(benchmark_version, filters), search).count()
+
+
+def _searched(qs: QuerySet, search: str) -> QuerySet:
+    if search:
+        qs = qs.filter(Q(agent__display_name__icontains=search)
+                       | Q(agent__harness__display_name__icontains=search)
+                       | Q(agent__model__display_name__icontains=search))
+    return qs
+
+
+def _windowed(qs: QuerySet, window: EntryWindow) -> QuerySet:
+    """Searched, sorted and sliced as the window says."""
+    qs = _searched(qs, window.search)
+    expr = SORTABLE.get(window.sort, SORTABLE["rank"])
+    # Missing values (no cost reported, ...) sort last either way.
+    key = expr.desc(nulls_last=True) if window.descending else expr.asc(nulls_last=True)
+    qs = qs.order_by(key, "rank", "agent__display_name", "pk")
+    if window.limit is not None:
+        qs = qs[window.offset:window.offset + window.limit]
+    return qs
 
 
 def leaderboard_rows(
@@ -85,12 +144,15 @@ def categories_for(*, benchmark_version: BenchmarkVersion) -> list[Category]:
 
 
 def category_matrix(
-    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
+    window: EntryWindow = EntryWindow(),
 ) -> tuple[list[Category], list[LeaderboardEntry]]:
-    """Entries with ``category_results`` (dict slug -> CategoryEntry). Three queries."""
+    """Entries (one window of them) with ``category_results`` (dict slug -> CategoryEntry).
+    Three queries."""
     categories = categories_for(benchmark_version=benchmark_version)
+    qs = _windowed(_entries(benchmark_version, filters), window)
     entries = list(
-        _entries(benchmark_version, filters).prefetch_related(
+        qs.prefetch_related(
             # One query for all entries' per-category rows instead of one per entry.
             Prefetch(
                 "category_entries",
@@ -144,12 +206,15 @@ def versions_within_harness(*, benchmark_version: BenchmarkVersion) -> list[Comp
 
 
 def task_matrix(
-    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
+    window: EntryWindow = EntryWindow(),
 ) -> tuple[list[BenchmarkTask], list[LeaderboardEntry]]:
-    """Tasks, and entries with ``cells`` (list aligned with tasks). Three queries."""
+    """Tasks, and entries (one window of them) with ``cells`` (list aligned with tasks).
+    Three queries."""
     tasks = list(benchmark_version.tasks.select_related("category").order_by("position", "name"))
+    qs = _windowed(_entries(benchmark_version, filters), window)
     entries = list(
-        _entries(benchmark_version, filters).prefetch_related(
+        qs.prefetch_related(
             # One query for every cell of every entry.
             Prefetch("cells", queryset=TaskCell.objects.only(
                 "entry_id", "benchmark_task_id", "outcomes", "successes"), to_attr="cell_rows")

@@ -9,10 +9,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.utils import timezone
 
 from leaderboard import stats
 from leaderboard.models import (
+    AggregateVersion,
     Agent,
     AIModel,
     BenchmarkVersion,
@@ -59,6 +62,22 @@ def _slugify(text: str) -> str:
     return slugify(text.replace(".", "-"))[:200]
 
 
+def aggregate_version_bump(*, benchmark_version_ids: list[int]) -> None:
+    """Increment the aggregate version of each benchmark version (creating it at 1), inside the
+    caller's transaction: cached pages keyed by the old number become unreachable exactly when
+    the change commits. One statement per version; the row lock also orders concurrent bumps."""
+    table = AggregateVersion._meta.db_table
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        for pk in benchmark_version_ids:
+            # An upsert (PostgreSQL and SQLite >= 3.24): no get-then-create race.
+            cursor.execute(
+                f"INSERT INTO {table} (benchmark_version_id, number, created_at, updated_at) "
+                f"VALUES (%s, 1, %s, %s) ON CONFLICT (benchmark_version_id) DO UPDATE "
+                f"SET number = {table}.number + 1, updated_at = excluded.updated_at",
+                [pk, now, now])
+
+
 # ---------------------------------------------------------------------------------------------
 # Aggregate rebuild
 # ---------------------------------------------------------------------------------------------
@@ -78,66 +97,114 @@ class _AgentResult:
 
 
 @transaction.atomic
-def leaderboard_recompute(*, benchmark_version: BenchmarkVersion) -> int:
-    """Rebuild every precomputed row of one benchmark version in a single transaction.
+def leaderboard_recompute(
+    *, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None = None
+) -> int:
+    """Bring the precomputed rows of one benchmark version up to date, in a single transaction.
 
-    Idempotent; readers see either the old rows or the new ones. Returns the number of entries.
+    With ``agent_ids`` (a publish or take-down) only those agents' entries, category entries and
+    task cells are rebuilt from their trials; without, every agent's. Either way ranks and tie
+    groups are then recomputed from the stored per-task vectors and the group aggregates from
+    the stored entries, by the same code, so both give identical tables. Idempotent; readers see
+    the old rows or the new ones. Returns the number of entries of the version.
     """
     # Serialise concurrent rebuilds of the same version (a no-op lock on SQLite).
     BenchmarkVersion.objects.select_for_update().filter(pk=benchmark_version.pk).first()
+    aggregate_version_bump(benchmark_version_ids=[benchmark_version.pk])
+    entries = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
+    if agent_ids is not None and entries.filter(attempts__gt=0, task_rates={}).exists():
+        agent_ids = None  # rows from before task vectors were stored: rebuild them all once
+    if agent_ids is None:
+        entries.delete()
+    else:
+        entries.filter(agent_id__in=agent_ids).delete()
     categories = list(benchmark_version.categories.all())
     tasks = list(benchmark_version.tasks.all())
-    results = _collect_results(benchmark_version)
-
-    LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).delete()
-    GroupAggregate.objects.filter(benchmark_version=benchmark_version).delete()
-    if not results:
-        return 0
-
+    results = _collect_results(benchmark_version, agent_ids)
     required = len(tasks) * benchmark_version.attempts_per_task
     task_category = {t.pk: t.category_id for t in tasks}
     computed = [_compute_entry(r, categories, task_category, required) for r in results]
-    computed.sort(key=lambda c: (-c["row"]["success_rate"], -c["row"]["successes"],
-                                 c["row"]["cost_per_attempt_usd"] or Decimal(10**9),
-                                 c["submission"].submitted_on or c["submission"].created_at.date(),
-                                 c["submission"].pk))
-    ranks = stats.competition_ranks([c["row"]["success_rate"] for c in computed])
-    groups = stats.tie_groups([c["task_rates"] for c in computed], settings.LEADERBOARD_TIE_ALPHA)
+    _insert_entries(benchmark_version, computed)
+    n = _rank_entries(benchmark_version)
+    GroupAggregate.objects.filter(benchmark_version=benchmark_version).delete()
+    _recompute_groups(benchmark_version)
+    return n
 
+
+def _insert_entries(benchmark_version: BenchmarkVersion, computed: list[dict]) -> None:
+    """Entries (unranked until _rank_entries), their category entries and task cells."""
     entries = LeaderboardEntry.objects.bulk_create(
         [
             LeaderboardEntry(
                 benchmark_version=benchmark_version,
                 agent_id=c["submission"].agent_id,
                 submission=c["submission"],
-                rank=rank,
-                tie_group=group,
+                rank=0,
+                tie_group=0,
+                task_rates=c["task_rates"],
                 **c["row"],
             )
-            for c, rank, group in zip(computed, ranks, groups, strict=True)
-        ]
+            for c in computed
+        ],
+        batch_size=2000,
     )
     CategoryEntry.objects.bulk_create(
         [CategoryEntry(entry=e, **ce) for e, c in zip(entries, computed, strict=True)
-         for ce in c["categories"]]
+         for ce in c["categories"]],
+        batch_size=5000,
     )
     TaskCell.objects.bulk_create(
         [TaskCell(entry=e, **cell) for e, c in zip(entries, computed, strict=True)
          for cell in c["cells"]],
         batch_size=5000,
     )
-    _recompute_groups(benchmark_version, entries, computed)
-    return len(entries)
 
 
-def _collect_results(benchmark_version: BenchmarkVersion) -> list[_AgentResult]:
-    """Latest published submission per agent, with its trials (two queries, streamed)."""
+def _rank_entries(benchmark_version: BenchmarkVersion) -> int:
+    """Competition ranks and tie groups of every entry, from the stored rows and per-task
+    vectors (one read, no trials); only rows whose rank or group changed are written."""
+    rows = list(
+        LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).values_list(
+            "pk", "success_rate", "successes", "cost_per_attempt_usd", "submitted_on",
+            "submission__created_at", "submission_id", "task_rates", "rank", "tie_group")
+    )
+    # Explicit tie-breaks: more successes, cheaper, earlier, then the older submission.
+    rows.sort(key=lambda r: (-r[1], -r[2], r[3] or Decimal(10**9), r[4] or r[5].date(), r[6]))
+    ranks = stats.competition_ranks([r[1] for r in rows])
+    groups = stats.tie_groups([r[7] for r in rows], settings.LEADERBOARD_TIE_ALPHA)
+    changed = [(r[0], rank, group) for r, rank, group in zip(rows, ranks, groups, strict=True)
+               if (r[8], r[9]) != (rank, group)]
+    _write_ranks(changed)
+    return len(rows)
+
+
+def _write_ranks(changed: list[tuple[int, int, int]]) -> None:
+    if not changed:
+        return
+    if connection.vendor == "postgresql":
+        # One statement however many rows moved (bulk_update would build a CASE per row).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {LeaderboardEntry._meta.db_table} AS e SET rank = v.rank, "
+                "tie_group = v.tie_group FROM unnest(%s::bigint[], %s::int[], %s::int[]) "
+                "AS v(id, rank, tie_group) WHERE e.id = v.id",
+                [[c[0] for c in changed], [c[1] for c in changed], [c[2] for c in changed]])
+        return
+    LeaderboardEntry.objects.bulk_update(
+        [LeaderboardEntry(pk=pk, rank=rank, tie_group=group) for pk, rank, group in changed],
+        ["rank", "tie_group"], batch_size=500)
+
+
+def _collect_results(
+    benchmark_version: BenchmarkVersion, agent_ids: list[int] | None = None
+) -> list[_AgentResult]:
+    """Latest published submission per agent (of agent_ids, or every agent), with its trials
+    (two queries, streamed)."""
     latest: dict[int, Submission] = {}
-    for sub in (
-        Submission.objects.published()
-        .filter(benchmark_version=benchmark_version)
-        .order_by("agent_id", "-published_at", "-pk")
-    ):
+    subs = Submission.objects.published().filter(benchmark_version=benchmark_version)
+    if agent_ids is not None:
+        subs = subs.filter(agent_id__in=agent_ids)
+    for sub in subs.order_by("agent_id", "-published_at", "-pk"):
         latest.setdefault(sub.agent_id, sub)
     results = {s.pk: _AgentResult(submission=s) for s in latest.values()}
     rows = (
@@ -240,49 +307,43 @@ def _pooled(counts: list[int] | None) -> float | None:
     return counts[0] / counts[1] if counts and counts[1] else None
 
 
-def _recompute_groups(benchmark_version, entries, computed) -> None:
-    """Harness-family aggregates: means of agent-level values, and pooled counts."""
-    families: dict[str, list[tuple[LeaderboardEntry, dict]]] = defaultdict(list)
-    harness_by_agent = {
-        pk: (family, name) for pk, family, name in Agent.objects.filter(
-            pk__in=[e.agent_id for e in entries]).values_list(
-            "pk", "harness__family", "harness__display_name")
-    }
-    labels: dict[str, str] = {}
-    for e, c in zip(entries, computed, strict=True):
-        family, name = harness_by_agent[e.agent_id]
-        families[family].append((e, c))
-        labels.setdefault(family, name)
+def _recompute_groups(benchmark_version: BenchmarkVersion) -> None:
+    """Harness-family aggregates from the stored entries: means of agent-level values and
+    pooled counts. Members are read in rank order, so float sums (and the label, the top
+    member's harness) do not depend on which path wrote the entries. Two queries."""
+    members = list(
+        LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
+        .order_by("rank", "agent__display_name", "pk")
+        .values_list("agent__harness__family", "agent__harness__display_name", "successes",
+                     "attempts", "success_rate", "imaging_macro", "text_macro")
+    )
+    pooled: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for family, group, successes, attempts in (
+        CategoryEntry.objects.filter(entry__benchmark_version=benchmark_version)
+        .values_list("entry__agent__harness__family", "category__group")
+        .annotate(s=Sum("successes"), n=Sum("attempts")).values_list(
+            "entry__agent__harness__family", "category__group", "s", "n")
+    ):
+        pooled[(family, group)] = [successes, attempts]
+    families: dict[str, list[tuple]] = defaultdict(list)
+    for m in members:
+        families[m[0]].append(m)
     rows = []
-    for family, members in families.items():
-        es = [e for e, _ in members]
-        rows.append(
-            GroupAggregate(
-                benchmark_version=benchmark_version,
-                kind=GroupAggregate.Kind.HARNESS_FAMILY,
-                key=family,
-                label=labels[family],
-                agents=len(es),
-                successes=sum(e.successes for e in es),
-                attempts=sum(e.attempts for e in es),
-                pooled_success_rate=(sum(e.successes for e in es) / sum(e.attempts for e in es))
-                if sum(e.attempts for e in es) else 0.0,
-                mean_success_rate=sum(e.success_rate for e in es) / len(es),
-                imaging_macro=stats.macro_mean([e.imaging_macro for e in es
-                                                if e.imaging_macro is not None]),
-                text_macro=stats.macro_mean([e.text_macro for e in es if e.text_macro is not None]),
-                imaging_pooled=_group_pooled(members, Group.IMAGING),
-                text_pooled=_group_pooled(members, Group.TEXT),
-            )
-        )
+    for family, ms in families.items():
+        successes, attempts = sum(m[2] for m in ms), sum(m[3] for m in ms)
+        rows.append(GroupAggregate(
+            benchmark_version=benchmark_version,
+            kind=GroupAggregate.Kind.HARNESS_FAMILY,
+            key=family,
+            label=ms[0][1],
+            agents=len(ms),
+            successes=successes,
+            attempts=attempts,
+            pooled_success_rate=successes / attempts if attempts else 0.0,
+            mean_success_rate=sum(m[4] for m in ms) / len(ms),
+            imaging_macro=stats.macro_mean([m[5] for m in ms if m[5] is not None]),
+            text_macro=stats.macro_mean([m[6] for m in ms if m[6] is not None]),
+            imaging_pooled=_pooled(pooled.get((family, Group.IMAGING))),
+            text_pooled=_pooled(pooled.get((family, Group.TEXT))),
+        ))
     GroupAggregate.objects.bulk_create(rows)
-
-
-def _group_pooled(members, group: str) -> float | None:
-    s = n = 0
-    for _, c in members:
-        for ce in c["categories"]:
-            if ce["category"].group == group:
-                s += ce["successes"]
-                n += ce["attempts"]
-    return s / n if n else None

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from leaderboard import charts, selectors, tables
-from leaderboard.csv_export import csv_response
+from leaderboard.caching import cached_response
+from leaderboard.csv_export import csv_bytes_response, csv_response
 from leaderboard.tables import PROVENANCE_NOTE
 
-SORTABLE = {
-    "rank": "rank", "success": "success_rate", "cost": "cost_per_attempt_usd",
-    "time": "mean_duration_s", "tokens": "mean_output_tokens", "agent": "agent",
-}
+# Tables built whole and cached (a row per agent or fewer); the per-trial and per-cell ones
+# stream.
+CACHED_TABLES = {"leaderboard", "categories", "groups", "harness-families", "tasks"}
 
 
 def _params(request: HttpRequest):
-    """Benchmark version and filters from the query string (kept in every link). One query."""
+    """Benchmark version and filters from the query string (kept in every link). One query,
+    or none when the cache layer already looked the version up."""
+    bv = getattr(request, "benchmark_version", None)
     try:
-        bv = selectors.benchmark_version_get(slug=request.GET.get("benchmark", ""))
+        bv = bv or selectors.benchmark_version_get(slug=request.GET.get("benchmark", ""))
     except selectors.UnknownBenchmark as exc:
         raise Http404(str(exc)) from exc
     filters = selectors.EntryFilters(
@@ -45,25 +49,63 @@ def _context(request: HttpRequest):
     return bv, filters, base
 
 
-def _sorted(entries: list, key: str, descending: bool) -> list:
-    attr = SORTABLE.get(key, "rank")
-    if attr == "agent":
-        return sorted(entries, key=lambda e: e.agent.display_name.lower(), reverse=descending)
-    present = [e for e in entries if getattr(e, attr) is not None]
-    missing = [e for e in entries if getattr(e, attr) is None]
-    return sorted(present, key=lambda e: getattr(e, attr), reverse=descending) + missing
+@dataclass(frozen=True)
+class Pager:
+    """The window a list page shows, and the links to the others (filters and sort kept)."""
+
+    first: int
+    last: int
+    total: int
+    search: str
+    show_all: bool
+    previous_url: str = ""
+    next_url: str = ""
+    all_url: str = ""
+
+
+def _window(request: HttpRequest, page_size: int) -> selectors.EntryWindow:
+    """Sort, search and page from the query string: ``page`` of ``page_size`` agents, or every
+    agent with ``show=all``."""
+    sort = request.GET.get("sort", "rank")
+    order = request.GET.get("order", "desc" if sort == "success" else "asc")
+    page = request.GET.get("page", "1")
+    page = max(int(page), 1) if page.isdigit() else 1
+    show_all = request.GET.get("show") == "all"
+    return selectors.EntryWindow(
+        sort=sort, descending=order == "desc", search=request.GET.get("q", "").strip()[:100],
+        offset=0 if show_all else (page - 1) * page_size, limit=None if show_all else page_size)
+
+
+def _pager(request: HttpRequest, window: selectors.EntryWindow, shown: int, total: int) -> Pager:
+    def url(**changes) -> str:
+        q = request.GET.copy()
+        for k, v in changes.items():
+            q.pop(k, None)
+            if v is not None:
+                q[k] = v
+        return "?" + q.urlencode()
+
+    page = window.offset // window.limit + 1 if window.limit else 1
+    more = window.limit is not None and window.offset + shown < total
+    return Pager(
+        first=window.offset + 1 if shown else 0, last=window.offset + shown, total=total,
+        search=window.search, show_all=window.limit is None,
+        previous_url=url(page=str(page - 1) if page > 2 else None) if page > 1 else "",
+        next_url=url(page=str(page + 1)) if more else "",
+        all_url=url(show="all", page=None) if window.limit is not None and total > shown else "",
+    )
 
 
 @require_GET
+@cached_response
 def show_leaderboard(request: HttpRequest) -> HttpResponse:
     bv, filters, ctx = _context(request)
-    entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
-    sort = request.GET.get("sort", "rank")
-    order = request.GET.get("order", "desc" if sort in ("success",) else "asc")
-    entries = _sorted(entries, sort, order == "desc")
+    window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
+    entries, total = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
+                                                  window=window)
     ctx.update({
-        "entries": entries,
-        "sort": sort, "order": order,
+        "entries": entries, "pager": _pager(request, window, len(entries), total),
+        "sort": window.sort, "order": "desc" if window.descending else "asc",
         "chart": charts.leaderboard_bar(sorted(entries, key=lambda e: e.rank)),
         "any_reconstructed": any(e.reconstructed for e in entries),
     })
@@ -71,20 +113,28 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@cached_response
 def show_categories(request: HttpRequest) -> HttpResponse:
     bv, filters, ctx = _context(request)
-    categories, entries = selectors.category_matrix(benchmark_version=bv, filters=filters)
+    window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
+    categories, entries = selectors.category_matrix(benchmark_version=bv, filters=filters,
+                                                    window=window)
+    total = selectors.entry_count(benchmark_version=bv, filters=filters, search=window.search)
     rows = [(e, [e.category_results.get(c.slug) for c in categories]) for e in entries]
     ctx.update({"categories": categories, "rows": rows,
+                "pager": _pager(request, window, len(entries), total),
                 "chart": charts.category_heatmap(categories, entries),
                 "any_reconstructed": any(e.reconstructed for e in entries)})
     return render(request, "leaderboard/categories.html", ctx)
 
 
 @require_GET
+@cached_response
 def show_groups(request: HttpRequest) -> HttpResponse:
     bv, filters, ctx = _context(request)
-    entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
+    window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
+    entries, total = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
+                                                  window=window)
     families = selectors.harness_family_aggregates(benchmark_version=bv)
     ctx.update({
         "entries": entries, "families": families,
@@ -94,12 +144,14 @@ def show_groups(request: HttpRequest) -> HttpResponse:
         "family_chart": charts.imaging_text_bars(
             [f.label for f in families], [f.imaging_macro for f in families],
             [f.text_macro for f in families], "Imaging vs text per harness family"),
+        "pager": _pager(request, window, len(entries), total),
         "any_reconstructed": any(e.reconstructed for e in entries),
     })
     return render(request, "leaderboard/groups.html", ctx)
 
 
 @require_GET
+@cached_response
 def show_harness_effect(request: HttpRequest) -> HttpResponse:
     bv, _filters, ctx = _context(request)
     same_model = selectors.same_model_across_harnesses(benchmark_version=bv)
@@ -118,31 +170,42 @@ def show_harness_effect(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@cached_response
 def show_cost(request: HttpRequest) -> HttpResponse:
     bv, filters, ctx = _context(request)
     axis = request.GET.get("x", "cost")
     if axis not in charts.X_AXES:
         axis = "cost"
+    window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
+    shown, total = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
+                                                window=window)
+    # The chart and its Pareto frontier cover every agent; the table one window of them.
     entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
     frontier = {p[2] for p in charts.pareto_frontier(
         [(charts.axis_value(e, axis), e.success_rate, e.agent.display_name) for e in entries
          if charts.axis_value(e, axis) is not None])}
-    ctx.update({"entries": entries, "axis": axis, "axes": charts.X_AXES,
+    ctx.update({"entries": shown, "axis": axis, "axes": charts.X_AXES,
+                "pager": _pager(request, window, len(shown), total),
                 "frontier": frontier, "chart": charts.cost_scatter(entries, axis),
                 "any_reconstructed": any(e.reconstructed for e in entries)})
     return render(request, "leaderboard/cost.html", ctx)
 
 
 @require_GET
+@cached_response
 def show_task_matrix(request: HttpRequest) -> HttpResponse:
     bv, filters, ctx = _context(request)
-    tasks, entries = selectors.task_matrix(benchmark_version=bv, filters=filters)
+    window = _window(request, settings.LEADERBOARD_MATRIX_PAGE_SIZE)
+    tasks, entries = selectors.task_matrix(benchmark_version=bv, filters=filters, window=window)
+    total = selectors.entry_count(benchmark_version=bv, filters=filters, search=window.search)
     ctx.update({"tasks": tasks, "entries": entries,
+                "pager": _pager(request, window, len(entries), total),
                 "any_reconstructed": any(e.reconstructed for e in entries)})
     return render(request, "leaderboard/task_matrix.html", ctx)
 
 
 @require_GET
+@cached_response
 def list_tasks(request: HttpRequest) -> HttpResponse:
     bv, _filters, ctx = _context(request)
     ctx.update({"tasks": selectors.task_catalogue(benchmark_version=bv),
@@ -152,6 +215,7 @@ def list_tasks(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@cached_response
 def show_task(request: HttpRequest, category: str, case: str) -> HttpResponse:
     bv, _filters, ctx = _context(request)
     task = selectors.task_get(benchmark_version=bv, name=f"{category}/{case}")
@@ -164,6 +228,7 @@ def show_task(request: HttpRequest, category: str, case: str) -> HttpResponse:
 
 
 @require_GET
+@cached_response
 def show_agent(request: HttpRequest, slug: str) -> HttpResponse:
     bv, _filters, ctx = _context(request)
     entry = selectors.entry_get(benchmark_version=bv, agent_slug=slug)
@@ -186,11 +251,18 @@ def show_contribute(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def download_csv(request: HttpRequest, table: str) -> HttpResponse:
-    builder = tables.TABLES.get(table)
-    if builder is None:
+    if table not in tables.TABLES:
         raise Http404("unknown table")
+    if table in CACHED_TABLES:
+        return _download_cached_csv(request, table)
     bv, filters = _params(request)
-    return csv_response(builder(bv, filters), f"{table}.csv")
+    return csv_response(tables.TABLES[table](bv, filters), f"{table}.csv")
+
+
+@cached_response
+def _download_cached_csv(request: HttpRequest, table: str) -> HttpResponse:
+    bv, filters = _params(request)
+    return csv_bytes_response(tables.TABLES[table](bv, filters), f"{table}.csv")
 
 
 @require_GET

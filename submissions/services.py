@@ -143,7 +143,9 @@ def submission_publish(*, submission: Submission, actor) -> Submission:
             submission=submission, to_status=SubmissionStatus.PUBLISHED, actor=actor,
             note="published", published_at=timezone.now(),
         )
-        leaderboard_recompute(benchmark_version=submission.benchmark_version)
+        # Only this agent's rows are rebuilt (then ranks, tie groups and family aggregates).
+        leaderboard_recompute(benchmark_version=submission.benchmark_version,
+                              agent_ids=[submission.agent_id])
     return submission
 
 
@@ -163,7 +165,9 @@ def submission_withdraw(*, submission: Submission, actor, reason: str) -> Submis
             submission=submission, to_status=SubmissionStatus.WITHDRAWN, actor=actor,
             note=reason or "taken down", status_reason=reason[:5000],
         )
-        leaderboard_recompute(benchmark_version=submission.benchmark_version)
+        # Only this agent's rows are rebuilt (then ranks, tie groups and family aggregates).
+        leaderboard_recompute(benchmark_version=submission.benchmark_version,
+                              agent_ids=[submission.agent_id])
     return submission
 
 

@@ -8,15 +8,17 @@ from django.test.utils import CaptureQueriesContext
 from leaderboard.services import leaderboard_recompute
 from tests.factories import AgentFactory, published_submission
 
-# Path -> expected queries. Common to every page: benchmark version lookup (1), version list for
-# the selector (1), filter choices (harnesses 1, providers 1) = 4; then the page's own reads.
+# Path -> expected queries on a cache miss (each request below follows a rebuild, which bumps the
+# aggregate version). Common to every page: benchmark version lookup with its aggregate version
+# joined (1), version list for the selector (1), filter choices (harnesses 1, providers 1) = 4;
+# then the page's own reads. Windowed pages count the matching agents (1).
 PAGES = {
-    "/": 4 + 1,                        # entries with agent/harness/model joined
-    "/categories/": 4 + 3,             # categories, entries, prefetched category entries
-    "/imaging-vs-text/": 4 + 2,        # entries, harness-family aggregates
+    "/": 4 + 2,                        # one window of entries (agent/harness/model joined), count
+    "/categories/": 4 + 4,             # categories, entries, prefetched category entries, count
+    "/imaging-vs-text/": 4 + 3,        # entries, count, harness-family aggregates
     "/harness-effect/": 4 + 3,         # same-model entries, version entries, families
-    "/cost/": 4 + 1,                   # entries
-    "/task-matrix/": 4 + 3,            # tasks, entries, prefetched cells
+    "/cost/": 4 + 3,                   # window of entries, count, every entry for the chart
+    "/task-matrix/": 4 + 4,            # tasks, entries, prefetched cells, count
     "/tasks/": 4 + 3,                  # tasks, categories, cell totals
     "/leaderboard.csv": 1 + 1,         # version, entries
     "/categories.csv": 1 + 3,          # version, categories, entries, category entries

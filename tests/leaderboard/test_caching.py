@@ -1,0 +1,134 @@
+"""Pages, CSVs and API payloads are served from the cache until a publish commits; conditional
+requests get 304; large tables are windowed with the window in the URL."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from leaderboard.models import AggregateVersion
+from leaderboard.services import leaderboard_recompute
+from submissions.models import SubmissionStatus
+from submissions.services import submission_publish, submission_withdraw
+from tests.factories import AgentFactory, published_submission
+
+CACHED = ["/", "/categories/", "/imaging-vs-text/", "/harness-effect/", "/cost/",
+          "/task-matrix/", "/tasks/", "/agents/alpha/", "/tasks/img/case_01/",
+          "/leaderboard.csv", "/categories.csv", "/api/v1/leaderboard/", "/api/v1/trials/"]
+
+
+def _body(response) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
+@pytest.fixture
+def ranked(two_agents):
+    bv, tasks, a, b = two_agents
+    leaderboard_recompute(benchmark_version=bv)
+    return bv, tasks
+
+
+@pytest.mark.parametrize("path", CACHED)
+def test_a_warm_request_reads_only_the_aggregate_version(path, client, ranked):
+    bv, _ = ranked
+    url = f"{path}?benchmark={bv.slug}"
+    cold = client.get(url)
+    with CaptureQueriesContext(connection) as ctx:
+        warm = client.get(url)
+    # The version lookup with its aggregate version joined; nothing else.
+    assert len(ctx.captured_queries) == 1, [q["sql"] for q in ctx.captured_queries]
+    assert warm.status_code == 200 and _body(warm) == _body(cold)
+    assert warm["ETag"] == cold["ETag"] and "Last-Modified" in warm
+
+
+def test_conditional_requests_get_304_until_a_publish_commits(client, ranked):
+    bv, tasks = ranked
+    first = client.get(f"/?benchmark={bv.slug}")
+    again = client.get(f"/?benchmark={bv.slug}", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 304 and again.content == b""
+    since = client.get(f"/?benchmark={bv.slug}", HTTP_IF_MODIFIED_SINCE=first["Last-Modified"])
+    assert since.status_code == 304
+
+    agent = AgentFactory(display_name="Gamma (M3)", slug="gamma")
+    sub = published_submission(agent, tasks, ["PPP"] * 5, status=SubmissionStatus.VERIFIED,
+                               published_at=None)
+    number = AggregateVersion.objects.get(benchmark_version=bv).number
+    submission_publish(submission=sub, actor=None)
+    assert AggregateVersion.objects.get(benchmark_version=bv).number == number + 1
+    after = client.get(f"/?benchmark={bv.slug}", HTTP_IF_NONE_MATCH=first["ETag"])
+    assert after.status_code == 200 and b"Gamma (M3)" in after.content
+    assert after["ETag"] != first["ETag"]
+    submission_withdraw(submission=sub, actor=None, reason="test")
+    assert b"Gamma (M3)" not in client.get(f"/?benchmark={bv.slug}").content
+
+
+def test_a_signed_in_visitor_gets_the_cached_page_with_their_own_navigation(client, ranked):
+    bv, _ = ranked
+    anonymous = client.get(f"/?benchmark={bv.slug}").content
+    user = get_user_model().objects.create_user("carol", password="pw-carol-123")
+    client.force_login(user)
+    mine = client.get(f"/?benchmark={bv.slug}")
+    assert b"carol" in mine.content and b"Sign out" in mine.content
+    assert b"Sign in" not in mine.content
+    # Same page otherwise, and the anonymous copy never learns who asked.
+    assert mine.content.split(b"</header>")[1] == anonymous.split(b"</header>")[1]
+    client.logout()
+    assert b"carol" not in client.get(f"/?benchmark={bv.slug}").content
+
+
+def test_a_catalogue_edit_bumps_the_version(client, ranked):
+    bv, tasks = ranked
+    assert b"case_01" in client.get(f"/tasks/?benchmark={bv.slug}").content
+    tasks[0].name = "img/renamed_01"
+    tasks[0].save()
+    assert b"img/renamed_01" in client.get(f"/tasks/?benchmark={bv.slug}").content
+
+
+@pytest.fixture
+def seven_agents(small_benchmark, settings):
+    settings.LEADERBOARD_PAGE_SIZE = 3
+    settings.LEADERBOARD_MATRIX_PAGE_SIZE = 2
+    bv, tasks = small_benchmark
+    for i in range(7):
+        outcomes = ["PPP"] * (5 - i % 5) + ["FFF"] * (i % 5)
+        published_submission(AgentFactory(display_name=f"Agent {i} (Model)", slug=f"a{i}"),
+                             tasks, outcomes)
+    leaderboard_recompute(benchmark_version=bv)
+    return bv
+
+
+def _agents_in_table(body: str) -> list[str]:
+    table = body.split("<tbody>")[1].split("</tbody>")[0]
+    return [part.split("</a>")[0] for part in table.split('">Agent ')[1:]]
+
+
+def test_the_leaderboard_shows_the_top_n_then_next_or_all(client, seven_agents):
+    bv = seven_agents
+    body = client.get(f"/?benchmark={bv.slug}&harness=").content.decode()
+    assert len(_agents_in_table(body)) == 3
+    assert "Agents 1–3 of 7" in body
+    assert "page=2" in body and "show=all" in body
+    page3 = client.get(f"/?benchmark={bv.slug}&page=3").content.decode()
+    assert len(_agents_in_table(page3)) == 1 and "Agents 7–7 of 7" in page3
+    everyone = client.get(f"/?benchmark={bv.slug}&show=all").content.decode()
+    assert len(_agents_in_table(everyone)) == 7
+    # The CSV link covers every agent, whatever the window.
+    csv = _body(client.get(f"/leaderboard.csv?benchmark={bv.slug}&page=2"))
+    assert csv.count(b"\n") == 8
+
+
+def test_search_and_sort_stay_in_the_window_links(client, seven_agents):
+    bv = seven_agents
+    body = client.get(f"/?benchmark={bv.slug}&q=agent 6&sort=agent&order=desc").content.decode()
+    assert _agents_in_table(body) == ["6 (Model)"]
+    assert "matching “agent 6”" in body
+    body = client.get(f"/?benchmark={bv.slug}&sort=agent&order=desc").content.decode()
+    assert _agents_in_table(body) == ["6 (Model)", "5 (Model)", "4 (Model)"]
+    assert "sort=agent" in body.split('rel="next"')[0].rsplit("href=", 1)[1]
+
+
+def test_the_task_matrix_pages_by_agents(client, seven_agents):
+    bv = seven_agents
+    body = client.get(f"/task-matrix/?benchmark={bv.slug}&page=2").content.decode()
+    assert body.count('title="attempt 3:') == 2 * 5
+    assert "Agents 3–4 of 7" in body
