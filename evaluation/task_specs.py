@@ -267,6 +267,7 @@ def check_task_package(path: Path | str) -> list[str]:
     problems += _check_no_answers_in_environment(root)
     problems += _check_dockerfile(root)
     problems += _check_test_script(root)
+    problems += _check_users(package.manifest)
     if package.manifest.network_contradiction:
         problems.append(f"task.toml: {package.manifest.network_contradiction}; agents work "
                         'offline (metadata.agent_network = "none")')
@@ -351,6 +352,10 @@ def _check_dockerfile(root: Path) -> list[str]:
     if not froms or any(image != BASE_IMAGE for image in froms):
         problems.append(f"Dockerfile must build FROM {BASE_IMAGE} only (found {froms})")
     for word, args in steps:
+        if word == "USER" and is_root_user(args.split()[0] if args else ""):
+            problems.append(f"Dockerfile USER {args} is root; leave the base image's user")
+        if word == "WORKDIR" and re.match(r"^/(proc|sys|dev)(/|$)", args.strip("\"'")):
+            problems.append(f"Dockerfile WORKDIR {args} points into /proc, /sys or /dev")
         if word == "RUN" and NETWORK_RUN_RE.search(args):
             problems.append(f"Dockerfile RUN needs the network (builds are offline): {args[:80]}")
         if word in {"COPY", "ADD"}:
@@ -360,6 +365,29 @@ def _check_dockerfile(root: Path) -> list[str]:
                         r"^(tests|solution)(/|$)", src):
                     problems.append(f"Dockerfile {word} source {src!r} is outside the build "
                                     "context or remote")
+    return problems
+
+
+def is_root_user(user) -> bool:
+    """True for a container user that is root: ``root``, uid ``0``, or either with a group."""
+    if user is None or user == "":
+        return False
+    if isinstance(user, bool):
+        return False
+    if isinstance(user, int):
+        return user == 0
+    name = str(user).strip().split(":", 1)[0].strip()
+    return name == "root" or (name.isdigit() and int(name) == 0) or name == ""
+
+
+def _check_users(manifest: TaskManifest) -> list[str]:
+    """The agent and the verifier never run as root: a package asking for it is refused."""
+    problems = []
+    for phase in ("agent", "verifier"):
+        user = getattr(getattr(manifest, phase), "user", None)
+        if is_root_user(user):
+            problems.append(f"task.toml: [{phase}] user = {user!r} is root; tasks run as the "
+                            "base image's unprivileged user (leave user unset)")
     return problems
 
 

@@ -57,6 +57,8 @@ PROBE = textwrap.dedent(
 
 
 def test_container_has_no_network(base_image):
+    """S2: no egress (public address, cloud metadata, DNS name): each connection fails within
+    2 s and the container has only a loopback interface."""
     res = _run(base_image, ["python3", "-c", PROBE])
     assert res.exit_code == 0, res.text
     data = json.loads(res.text.strip().splitlines()[-1])
@@ -68,6 +70,8 @@ def test_container_has_no_network(base_image):
 
 # -- S3: privileges ------------------------------------------------------------------------------
 def test_non_root_no_capabilities_read_only_rootfs(base_image):
+    """S3: uid 1000, no capabilities, no-new-privileges, read-only root file system, no Docker
+    socket; only the scratch directories are writable."""
     res = _run(
         base_image,
         "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status; "
@@ -87,6 +91,8 @@ def test_non_root_no_capabilities_read_only_rootfs(base_image):
 
 # -- S4: fork bomb --------------------------------------------------------------------------------
 def test_fork_bomb_contained_by_pids_limit(base_image):
+    """S4: a fork bomb hits the pids limit, is reported as such, and the engine still runs the
+    next job."""
     t0 = time.time()
     res = _run(
         base_image, "bomb() { bomb | bomb & }; bomb; sleep 60", pids=64, memory_mb=1024, timeout_s=8
@@ -102,6 +108,7 @@ def test_fork_bomb_contained_by_pids_limit(base_image):
 
 # -- S5: memory hog ------------------------------------------------------------------------------
 def test_memory_hog_oom_killed_and_reported(base_image):
+    """S5: a memory hog is OOM-killed at its limit and reported as a memory-limit failure."""
     hog = "x = []\nwhile True:\n    x.append(bytearray(32 << 20))\n"  # grows past 2x the limit
     res = _run(base_image, ["python3", "-c", hog], memory_mb=128, timeout_s=60)
     assert res.oom_killed
@@ -112,6 +119,8 @@ def test_memory_hog_oom_killed_and_reported(base_image):
 
 # -- S7: endless loop ----------------------------------------------------------------------------
 def test_endless_loop_killed_and_reported_as_timeout(base_image):
+    """S7: an endless loop is killed at the time limit, reported as a timeout, and its container
+    and volume are gone."""
     runner = _runner()
     job = _job()
     lim = runner.Limits(timeout_s=3, memory_mb=256)
@@ -128,6 +137,8 @@ def test_endless_loop_killed_and_reported_as_timeout(base_image):
 
 # -- S8: log flood -------------------------------------------------------------------------------
 def test_log_flood_truncated_with_marker_and_bounded_memory(base_image):
+    """S8: a 512 MB log flood is kept to the cap with a truncation marker; the runner's memory
+    stays bounded."""
     cap = 1 << 20
     flood = 512 << 20
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
@@ -245,6 +256,8 @@ def _mini_task(root: Path) -> Path:
 
 
 def test_oracle_passes_nop_fails_and_answer_stays_out_of_agent(base_image, tmp_path):
+    """S1: the agent container holds no ground truth (no /tests, no answer file, the secret
+    found nowhere on its file system or in its environment); the verifier alone receives it."""
     runner = _runner()
     task = _mini_task(tmp_path / "tasks")
     tag, built = runner.build_task_image(task)

@@ -61,6 +61,8 @@ def _fill(runner, base_image, limits, target: str):
 
 
 def test_disk_fill_stops_at_tmpfs_limit_and_is_reported(base_image):
+    """S6: filling /tmp and /workspace stops at ENOSPC within the tmpfs limit, is reported, is
+    cleaned up, and the next run works."""
     from evaluation import runner
 
     t0 = time.time()

@@ -160,3 +160,31 @@ def test_openapi_schema_generates_without_warnings_and_validates(tmp_path, db):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
     text = out.read_text()
     assert "LeaderboardRow" in text and "ApiToken" in text and "/api/v1/submissions/" in text
+
+
+@pytest.mark.parametrize("prefix", ["=", "+", "-", "@", "\t", "\r"])
+def test_a7_formula_prefixes_are_neutralised_in_every_csv_download(prefix, client,
+                                                                   small_benchmark):
+    """A7: an agent, harness and model name starting with =, +, -, @, tab or CR reaches every
+    CSV export as a text cell prefixed with ', its quotes doubled, in a download the server
+    names itself (attachment; filename="<table>.csv")."""
+    bv, tasks = small_benchmark
+    hostile = prefix + 'cmd|"/C calc"!A0'
+    agent = AgentFactory(display_name=hostile,
+                         harness=HarnessFactory(slug="h-a7", display_name=prefix + "harness",
+                                                family=prefix + "family"),
+                         model=AIModelFactory(slug="m-a7", display_name=prefix + "model"))
+    published_submission(agent, tasks, ["PPP", "FFF", "PPF", "FFF", "PPP"])
+    leaderboard_recompute(benchmark_version=bv)
+    for table in ("leaderboard", "categories", "groups", "trials", "task-matrix",
+                  "harness-families"):
+        rows, _header = _csv(client, f"/{table}.csv?benchmark={bv.slug}")
+        assert rows, table
+        cells = [v for row in rows for v in row.values() if isinstance(v, str)]
+        names = {hostile, prefix + "harness", prefix + "model", prefix + "family"}
+        assert {"'" + n for n in names} & set(cells), table  # each table shows one of them
+        assert not names & set(cells), table
+        assert not any(c.startswith(prefix) for c in cells if c and c != "-"), table
+        if "'" + hostile in cells:
+            raw = b"".join(client.get(f"/{table}.csv?benchmark={bv.slug}").streaming_content)
+            assert b'cmd|""/C calc""!A0' in raw, table

@@ -39,6 +39,8 @@ def test_route_enumeration_covers_the_submission_routes(owned_submission):
 @pytest.mark.parametrize("method", ["get", "post"])
 def test_a_stranger_gets_404_on_every_route_of_a_foreign_submission(
         method, owned_submission, stranger):
+    """A1: every route taking a submission id (generated from the URLconf) answers 404 to a
+    user who may not see it, for GET and POST."""
     client = Client()
     client.force_login(stranger)
     for name, url in _submission_routes(owned_submission, owned_submission.trials.first()):
@@ -142,6 +144,7 @@ def test_trajectory_viewer_escapes_and_folds(owned_submission, owner):
 
 def test_trajectory_download_is_an_attachment_never_inline(owned_submission, owner, maintainer,
                                                            client):
+    """A8: an uploaded artefact is served only as an attachment, octet-stream, nosniff."""
     trial = owned_submission.trials.first()
     url = f"/submissions/{owned_submission.pk}/trials/{trial.pk}/trajectory.json"
     assert client.get(url).status_code == 404  # not published yet

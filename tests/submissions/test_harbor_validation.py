@@ -156,6 +156,8 @@ def _copy_trial(src: Path, name: str, **result_changes) -> Path:
 
 
 def test_every_failure_mode_is_reported_together(tmp_path, spec):
+    """J3 (with the two tests below): an unknown task id, a task id `../../gt` (reported, never
+    used as a path), missing and extra attempts are all listed in one report."""
     job = _build(tmp_path, spec)
     t = sorted(spec.tasks)
     assert t[4] == "ehr-format-conversion/synthetic_01"
@@ -500,6 +502,7 @@ def test_metadata_rejects(changes, field):
 
 
 def test_metadata_reports_every_problem_and_oversized_model_strings():
+    """J3: oversize fields are listed with the other metadata problems."""
     doc = build_metadata(agent_url="javascript:x", benchmark="nope")
     del doc["agent_display_name"]
     doc["models"] = [{"model_name": "m" * 500, "model_provider": "openai"}]
@@ -585,6 +588,7 @@ def test_agent_kwargs_and_versions_are_part_of_the_configuration(tmp_path, spec)
 
 
 def test_uploading_part_of_a_job_or_a_trial_twice_is_reported(tmp_path, spec):
+    """J3: a duplicated trial (the same task attempt uploaded twice) is reported."""
     job = _build(tmp_path, spec)
     t = sorted(spec.tasks)
     dropped = job.trial(t[0], 2)

@@ -14,6 +14,7 @@ urlpatterns = [path("boom/", _boom), path("", include("config.urls"))]
 
 @override_settings(ROOT_URLCONF=__name__, DEBUG=False, SECURE_SSL_REDIRECT=False)
 def test_a_server_error_shows_no_traceback(db):
+    """A9: a forced 500 with DEBUG off shows no traceback and no secret."""
     client = Client(raise_request_exception=False)
     response = client.get("/boom/")
     assert response.status_code == 500
@@ -24,6 +25,7 @@ def test_a_server_error_shows_no_traceback(db):
 @override_settings(ROOT_URLCONF=__name__, DEBUG=False, SECURE_SSL_REDIRECT=False,
                    SECURE_HSTS_SECONDS=31536000)
 def test_security_headers_are_present(db):
+    """A9: HSTS, nosniff, referrer policy, frame-ancestors and a CSP without inline scripts."""
     response = Client().get("/methods/", secure=True)
     assert response.status_code == 200
     assert response["X-Content-Type-Options"] == "nosniff"

@@ -110,6 +110,8 @@ def test_metadata_yaml_inside_the_archive_and_zip_archives_work(synthetic, tmp_p
 
 def test_an_idempotent_retry_replays_the_original_and_a_changed_body_conflicts(
         synthetic, tmp_path, token):
+    """A11: a retry with the same Idempotency-Key replays the original 201 (one submission,
+    one verification job); the same key with another payload is a 409."""
     _bv, tasks = synthetic
     archive = _job_archive(tmp_path, tasks)
     first = _post(token, archive, build_metadata(), key="k-1")
@@ -117,6 +119,9 @@ def test_an_idempotent_retry_replays_the_original_and_a_changed_body_conflicts(
     assert first.status_code == again.status_code == 201
     assert first.json() == again.json()
     assert Submission.objects.count() == 1
+    from evaluation.models import VerificationJob
+
+    assert VerificationJob.objects.count() == 1
     other = _post(token, archive, build_metadata(notes="different"), key="k-1")
     assert other.status_code == 409
     assert Submission.objects.count() == 1

@@ -147,3 +147,30 @@ def test_tasks_dir_holds_only_packages():
     assert not (TASKS_DIR / "__init__.py").exists()
     for category_dir in TASKS_DIR.iterdir():
         assert category_dir.name in CATEGORIES, category_dir
+
+
+@pytest.mark.parametrize("section,user", [("agent", "root"), ("agent", "0"), ("agent", 0),
+                                          ("verifier", "0:0"), ("agent", "root:agent"),
+                                          ("verifier", " 0 ")])
+def test_it_refuses_a_package_that_asks_for_root(broken, section, user):
+    """S3: the agent (and the verifier) never run as root; a task.toml asking for root, by
+    name or uid 0, is refused by check_task_package (so by validate_task and sync_tasks)."""
+    toml = broken / "task.toml"
+    text = toml.read_text()
+    value = str(user) if isinstance(user, int) else f'"{user}"'
+    assert f"[{section}]\n" in text
+    toml.write_text(text.replace(f"[{section}]\n", f"[{section}]\nuser = {value}\n", 1))
+    assert f"[{section}] user = {user!r} is root" in _problems(broken)
+
+
+def test_it_accepts_an_unprivileged_user_and_refuses_root_in_the_dockerfile(broken):
+    """S10: an unprivileged task.toml user is fine; a Dockerfile that switches to root or sets
+    its WORKDIR inside /proc (the runc CVE-2024-21626 shape) is refused."""
+    toml = broken / "task.toml"
+    toml.write_text(toml.read_text().replace("[agent]\n", '[agent]\nuser = "1000"\n', 1))
+    assert _problems(broken) == ""
+    dockerfile = broken / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "USER root\nWORKDIR /proc/self/fd/7\n")
+    problems = _problems(broken)
+    assert "Dockerfile USER root is root" in problems
+    assert "WORKDIR /proc/self/fd/7 points into /proc" in problems
