@@ -65,7 +65,7 @@ from evaluation.models import (
     VerificationJob,
 )
 from submissions.models import Outcome, Submission, SubmissionStatus, Trial
-from submissions.services import InvalidTransition, submission_transition
+from submissions.services import InvalidTransition, submission_transition, trial_check_record
 
 log = logging.getLogger(__name__)
 
@@ -475,7 +475,7 @@ def load_trajectory(trial: Trial) -> dict | None:
 def _claimed_reward(trial: Trial) -> float:
     if trial.reward is not None:
         return float(trial.reward)
-    return 1.0 if trial.success else 0.0
+    return 1.0 if trial.claimed_success else 0.0
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -483,10 +483,8 @@ def _same(a: float | None, b: float | None) -> bool:
 
 
 def _set_trial_flag(trial_id: int, flag: str, on: bool, **fields) -> None:
-    with transaction.atomic():
-        trial = Trial.objects.select_for_update().get(pk=trial_id)
-        flags = [f for f in (trial.flags or []) if f != flag] + ([flag] if on else [])
-        Trial.objects.filter(pk=trial_id).update(flags=flags, **fields)
+    # A re-grade also sets the trial's site outcome (the owner of Trial decides how).
+    trial_check_record(trial_id=trial_id, flag=flag, on=on, **fields)
 
 
 @dataclass
@@ -605,7 +603,7 @@ class _Checks:
 
     def regrade(self, trial: Trial):
         claimed = _claimed_reward(trial)
-        if trial.outcome == Outcome.INFRA_ERROR:
+        if trial.claimed_outcome == Outcome.INFRA_ERROR:
             self._record(CheckKind.REGRADE, trial=trial, res=_Result(
                 CheckStatus.SKIPPED, claimed_reward=claimed,
                 reason="infrastructure error in the submitted run: not scored"))
@@ -638,8 +636,11 @@ class _Checks:
     # -- replay
     def replay_sample(self) -> list[Trial]:
         rng = random.Random(f"{settings.LEADERBOARD_RANDOM_SEED}:{self.sub.pk}:replay")
-        passing = [t for t in self.trials if t.success] if self.config["replay_passing"] else []
-        failing = [t for t in self.trials if not t.success and t.outcome != Outcome.INFRA_ERROR]
+        # By the claim: the sample does not depend on an earlier job's re-grade.
+        passing = ([t for t in self.trials if t.claimed_success]
+                   if self.config["replay_passing"] else [])
+        failing = [t for t in self.trials
+                   if not t.claimed_success and t.claimed_outcome != Outcome.INFRA_ERROR]
         k = min(len(failing), max(0, int(self.config["replay_failing"])))
         sample = passing + sorted(rng.sample(failing, k), key=lambda t: t.pk)
         return sample[: max(0, int(self.config["replay_max"]))]
@@ -718,7 +719,7 @@ class _Checks:
 
         task, k = item
         claimed_trials = [t for t in self.trials if t.benchmark_task_id == task.pk]
-        claimed = sum(1 for t in claimed_trials if t.success) / max(1, len(claimed_trials))
+        claimed = sum(1 for t in claimed_trials if t.claimed_success) / max(1, len(claimed_trials))
         agent = agents.site_agent_for(self.sub.agent.harness.slug)
         if agent is None:
             self._record(CheckKind.RERUN, task=task, sample_index=k, res=_Result(
@@ -763,7 +764,7 @@ def rerun_statistics(job: VerificationJob) -> dict | None:
         return {"ran": False, "reason": reason, "significant": False}
     tasks = {r.benchmark_task_id for r in ran}
     claimed = Trial.objects.filter(submission_id=job.submission_id, benchmark_task_id__in=tasks)
-    c_pass = claimed.filter(success=True).count()
+    c_pass = claimed.filter(claimed_success=True).count()
     c_fail = claimed.count() - c_pass
     r_pass = sum(1 for r in ran if (r.verified_reward or 0) >= 1.0)
     r_fail = len(ran) - r_pass

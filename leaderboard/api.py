@@ -83,6 +83,8 @@ class LeaderboardListApi(_TableApi):
         reconstructed = serializers.BooleanField()
         date = serializers.DateField(allow_null=True)
         provenance = serializers.CharField()
+        claimed_successes = serializers.IntegerField()
+        flagged_trials = serializers.IntegerField()
 
     @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
     def get(self, request: Request) -> HttpResponse:
@@ -154,12 +156,20 @@ class TrialListApi(APIView):
         task = serializers.CharField()
         category = serializers.CharField()
         attempt = serializers.IntegerField()
-        outcome = serializers.CharField()
-        success = serializers.BooleanField()
+        outcome = serializers.CharField(help_text="the site's outcome (counted by every aggregate)")
+        success = serializers.BooleanField(help_text="the site's: outcome == passed")
         cost_usd = serializers.FloatField(allow_null=True)
         duration_s = serializers.FloatField(allow_null=True)
         output_tokens = serializers.IntegerField(allow_null=True)
         provenance = serializers.CharField()
+        claimed_outcome = serializers.CharField(help_text="what the submitted run recorded")
+        claimed_success = serializers.BooleanField()
+        claimed_reward = serializers.FloatField(allow_null=True)
+        verified_reward = serializers.FloatField(allow_null=True,
+                                                 help_text="the site's re-grade (null: not re-graded)")
+        verification_level = serializers.CharField()
+        flags = serializers.CharField(help_text="integrity flags, ';'-separated")
+        submission = serializers.IntegerField()
 
     @extend_schema_serializer(component_name="TrialPage")
     class PageSerializer(serializers.Serializer):

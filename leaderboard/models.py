@@ -176,6 +176,10 @@ class LeaderboardEntry(BaseModel):
     infra_errors = models.PositiveIntegerField(default=0)
     timeouts = models.PositiveIntegerField(default=0)
     agent_errors = models.PositiveIntegerField(default=0)
+    # The claim beside the site's count: passes the submission claims, and trials with an
+    # integrity flag (re-grade or replay mismatch, not replayable, ...).
+    claimed_successes = models.PositiveIntegerField(default=0)
+    flagged_trials = models.PositiveIntegerField(default=0)
     success_rate = models.FloatField()
     ci_low = models.FloatField()
     ci_high = models.FloatField()
@@ -254,6 +258,10 @@ class TaskCell(BaseModel):
     # "-" missing.
     outcomes = models.CharField(max_length=20)
     successes = models.PositiveSmallIntegerField()
+    # The submission's claimed codes in the same order (equal to outcomes where the site
+    # agrees), and each attempt's integrity flags.
+    claimed_outcomes = models.CharField(max_length=20, blank=True, default="")
+    flags = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [

@@ -217,7 +217,8 @@ def task_matrix(
         qs.prefetch_related(
             # One query for every cell of every entry.
             Prefetch("cells", queryset=TaskCell.objects.only(
-                "entry_id", "benchmark_task_id", "outcomes", "successes"), to_attr="cell_rows")
+                "entry_id", "benchmark_task_id", "outcomes", "successes", "claimed_outcomes",
+                "flags"), to_attr="cell_rows")
         )
     )
     for e in entries:
@@ -281,8 +282,8 @@ def task_catalogue(*, benchmark_version: BenchmarkVersion) -> list[BenchmarkTask
 def trial_rows(
     *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
 ) -> Iterator[tuple]:
-    """(agent, task, category, attempt, outcome, success, cost, duration, output tokens) rows of
-    every ranked entry's submission, streamed from the database with a server-side cursor."""
+    """Per-trial rows of every ranked entry's submission (the columns of ``TRIAL_COLUMNS``:
+    the site's outcome, then the claim and the checks), streamed with a server-side cursor."""
     sub_ids = list(_entries(benchmark_version, filters).values_list("submission_id", flat=True))
     return (
         Trial.objects.filter(submission_id__in=sub_ids)
@@ -291,7 +292,8 @@ def trial_rows(
             "submission__agent__display_name", "benchmark_task__name",
             "benchmark_task__category__slug", "attempt", "outcome", "success", "cost_usd",
             "duration_s", "output_tokens", "submission__is_reconstructed",
-            "submission__is_verified",
+            "submission__is_verified", "claimed_outcome", "claimed_success", "reward",
+            "verified_reward", "flags", "submission_id",
         )
         .iterator(chunk_size=2000)
     )

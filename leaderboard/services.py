@@ -94,6 +94,10 @@ class _AgentResult:
     output_sum: int = 0
     output_n: int = 0
     present: int = 0
+    claimed_successes: int = 0
+    flagged: int = 0
+    # Per task, in attempt order: (claimed outcome, flags) beside per_task's site outcome.
+    claims: dict[int, list[tuple[str, list]]] = field(default_factory=lambda: defaultdict(list))
 
 
 @transaction.atomic
@@ -211,16 +215,17 @@ def _collect_results(
         Trial.objects.filter(submission_id__in=list(results))
         .order_by("submission_id", "benchmark_task_id", "attempt")
         .values_list("submission_id", "benchmark_task_id", "attempt", "outcome", "cost_usd",
-                     "duration_s", "output_tokens", "verified_reward")
+                     "duration_s", "output_tokens", "claimed_outcome", "flags")
     )
-    for sub_id, task_id, _attempt, outcome, cost, duration, out_tokens, verified in rows.iterator(
-            2000):
+    for sub_id, task_id, _attempt, outcome, cost, duration, out_tokens, claimed, flags in (
+            rows.iterator(2000)):
         r = results[sub_id]
-        # The site's own re-grade overrides the claim: a claimed pass that does not re-grade
-        # as a pass is a failure (and a claimed failure stays one, as timeouts do).
-        if outcome == Outcome.PASSED and verified is not None and verified < 1.0:
-            outcome = Outcome.FAILED
+        # ``outcome`` is the site's (the claim corrected by the re-grade, site_outcome): the
+        # same value every per-trial page, CSV and API row shows.
         r.per_task[task_id].append((1 if outcome == Outcome.PASSED else 0, outcome))
+        r.claims[task_id].append((claimed, list(flags or [])))
+        r.claimed_successes += claimed == Outcome.PASSED
+        r.flagged += bool(flags)
         r.present += 1
         if outcome == Outcome.INFRA_ERROR:
             continue  # shown, but leaves the denominator and the cost/time means
@@ -266,6 +271,8 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
         "infra_errors": all_outcomes.count(Outcome.INFRA_ERROR),
         "timeouts": all_outcomes.count(Outcome.TIMEOUT),
         "agent_errors": all_outcomes.count(Outcome.AGENT_ERROR),
+        "claimed_successes": r.claimed_successes,
+        "flagged_trials": r.flagged,
         "success_rate": overall.rate,
         "ci_low": overall.ci_low,
         "ci_high": overall.ci_high,
@@ -290,7 +297,9 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
     }
     cells = [
         {"benchmark_task_id": t, "outcomes": "".join(OUTCOME_CODES[o] for _, o in attempts),
-         "successes": sum(s for s, _ in attempts)}
+         "successes": sum(s for s, _ in attempts),
+         "claimed_outcomes": "".join(OUTCOME_CODES[c] for c, _ in r.claims[t]),
+         "flags": [f for _, f in r.claims[t]]}
         for t, attempts in r.per_task.items()
     ]
     return {"submission": r.submission, "row": row, "categories": cat_rows, "cells": cells,

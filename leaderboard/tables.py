@@ -51,7 +51,8 @@ def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
         ("rank", "agent", "harness", "model", "success_rate", "ci_low", "ci_high", "successes",
          "attempts", "cost_per_attempt_usd", "mean_duration_s", "mean_output_tokens", "verified",
          "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
-         "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance"),
+         "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
+         "claimed_successes", "flagged_trials"),
         [
             (e.rank, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
              _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes, e.attempts,
@@ -60,7 +61,7 @@ def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
              e.infra_errors, _r(e.coverage), _money(e.cost_per_success_usd), _r(e.pass_at_k),
              _r(e.pass_hat_k), e.reconstructed,
              e.submitted_on.isoformat() if e.submitted_on else None,
-             provenance(e.reconstructed, e.verified))
+             provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials)
             for e in entries
         ],
     )
@@ -108,15 +109,36 @@ def harness_families_table(bv: BenchmarkVersion, filters: selectors.EntryFilters
     )
 
 
+def trial_verification_level(*, reconstructed: bool, verified_reward: float | None) -> str:
+    """How far the site checked one trial's outcome (methods page, "Verification levels")."""
+    if reconstructed:
+        return "reconstructed"
+    return "re-graded" if verified_reward is not None else "claimed"
+
+
+def flags_text(flags: list | None) -> str:
+    return ";".join(flags or [])
+
+
+# outcome and success are the site's (what every aggregate counts); the claim follows.
+TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success", "cost_usd",
+                 "duration_s", "output_tokens", "provenance", "claimed_outcome",
+                 "claimed_success", "claimed_reward", "verified_reward", "verification_level",
+                 "flags", "submission")
+
+
 def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     rows = (
         (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
-         provenance(reconstructed, verified))
+         provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
+         verified_reward,
+         trial_verification_level(reconstructed=reconstructed, verified_reward=verified_reward),
+         flags_text(flags), submission)
         for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens,
-        reconstructed, verified in selectors.trial_rows(benchmark_version=bv, filters=filters)
+        reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
+        flags, submission in selectors.trial_rows(benchmark_version=bv, filters=filters)
     )
-    return Table("trials", ("agent", "task", "category", "attempt", "outcome", "success",
-                            "cost_usd", "duration_s", "output_tokens", "provenance"), rows)
+    return Table("trials", TRIAL_COLUMNS, rows)
 
 
 def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -126,9 +148,13 @@ def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
         for t, cell in zip(tasks, e.cell_list, strict=True):
             rows.append((e.agent.display_name, t.name, t.category.slug,
                          cell.outcomes if cell else "", cell.successes if cell else 0,
-                         provenance(e.reconstructed, e.verified)))
+                         provenance(e.reconstructed, e.verified),
+                         cell.claimed_outcomes if cell else "",
+                         "|".join(flags_text(f) for f in cell.flags) if cell else ""))
+    # outcomes are the site's codes per attempt; claimed_outcomes the submission's; flags one
+    # ";"-list per attempt, attempts separated by "|".
     return Table("task_matrix", ("agent", "task", "category", "outcomes", "successes",
-                                 "provenance"), rows)
+                                 "provenance", "claimed_outcomes", "flags"), rows)
 
 
 def tasks_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:

@@ -148,9 +148,13 @@ def _trial_row(t, benchmark_task) -> dict:
     return {
         "benchmark_task": benchmark_task,
         "attempt": t.attempt,
+        # Until the site checks it, the site's outcome is the claim (verification level
+        # "claimed"); verification replaces it (submissions.services.trial_check_record).
         "outcome": t.outcome,
-        "reward": t.reward,
         "success": t.outcome == Outcome.PASSED,
+        "claimed_outcome": t.outcome,
+        "claimed_success": t.outcome == Outcome.PASSED,
+        "reward": t.reward,
         "soft_metrics": soft,
         "cost_usd": Decimal(str(round(t.cost_usd, 4))) if t.cost_usd is not None else None,
         "input_tokens": t.input_tokens,

@@ -28,6 +28,19 @@ class Outcome(models.TextChoices):
     INFRA_ERROR = "infra_error", "Infrastructure error"
 
 
+def site_outcome(*, claimed: str, verified_reward: float | None) -> str:
+    """The site's outcome of a trial from the submitter's claim and the site's re-grade.
+
+    The re-grade decides between passed and failed whenever it exists (a claimed pass whose
+    output grades below 1 is a failure, a claimed failure whose output grades 1 is a pass).
+    Timeouts and agent errors stay what they are (they are failures whatever the output), and
+    without a re-grade the claim stands (the trial's verification level says so).
+    """
+    if verified_reward is None or claimed not in (Outcome.PASSED, Outcome.FAILED):
+        return claimed
+    return Outcome.PASSED if verified_reward >= 1.0 else Outcome.FAILED
+
+
 # One letter per outcome for the task matrix.
 OUTCOME_CODES = {
     Outcome.PASSED: "P",
@@ -216,9 +229,14 @@ class Trial(BaseModel):
         "leaderboard.BenchmarkTask", on_delete=models.PROTECT, related_name="trials"
     )
     attempt = models.PositiveSmallIntegerField()
+    # The site's outcome (``site_outcome``: the claim corrected by the site's checks). Every
+    # public page, CSV, API and aggregate reads these two; the claim is kept beside them.
     outcome = models.CharField(max_length=20, choices=Outcome.choices)
-    reward = models.FloatField(null=True)
     success = models.BooleanField()
+    # What the submitter's run recorded (Harbor's result.json), never changed by the site.
+    claimed_outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    claimed_success = models.BooleanField()
+    reward = models.FloatField(null=True)  # the claimed reward; the site's is verified_reward
     soft_metrics = models.JSONField(default=dict, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True)
     input_tokens = models.PositiveBigIntegerField(null=True)
@@ -247,8 +265,20 @@ class Trial(BaseModel):
                 | (Q(success=False) & ~Q(outcome=Outcome.PASSED)),
                 name="trial_success_iff_passed",
             ),
+            models.CheckConstraint(condition=Q(claimed_outcome__in=Outcome.values),
+                                   name="trial_claimed_outcome_valid"),
+            models.CheckConstraint(
+                condition=Q(claimed_success=True, claimed_outcome=Outcome.PASSED)
+                | (Q(claimed_success=False) & ~Q(claimed_outcome=Outcome.PASSED)),
+                name="trial_claimed_success_iff_passed",
+            ),
         ]
         ordering = ["submission", "benchmark_task", "attempt"]
 
     def __str__(self) -> str:
         return f"{self.benchmark_task_id}#{self.attempt}: {self.outcome}"
+
+    @property
+    def outcome_differs(self) -> bool:
+        """The site's outcome is not what the submission claims."""
+        return self.outcome != self.claimed_outcome

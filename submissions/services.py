@@ -18,9 +18,12 @@ from submissions.models import (
     TRANSITIONS,
     ApiToken,
     DailyQuota,
+    Outcome,
     Submission,
     SubmissionEvent,
     SubmissionStatus,
+    Trial,
+    site_outcome,
 )
 
 
@@ -183,3 +186,23 @@ def submission_reverify(*, submission: Submission, actor, reason: str = "") -> S
             trials_done=0, is_verified=False)
         verification_enqueue(submission=submission)
     return submission
+
+
+# --- Trials ----------------------------------------------------------------------------------
+
+
+def trial_check_record(*, trial_id: int, flag: str, on: bool, **fields) -> None:
+    """Set or clear one integrity flag of a trial and store the site's check values with it.
+
+    A re-grade (``verified_reward``) also sets the site's outcome (``site_outcome``), so the
+    outcome every public view reads and the check that decided it change together. Locks the
+    row; run it inside the transaction that writes the check row (R7 in reliability-matrix).
+    """
+    with transaction.atomic():
+        trial = Trial.objects.select_for_update().only("flags", "claimed_outcome").get(pk=trial_id)
+        flags = [f for f in (trial.flags or []) if f != flag] + ([flag] if on else [])
+        if "verified_reward" in fields:
+            outcome = site_outcome(claimed=trial.claimed_outcome,
+                                   verified_reward=fields["verified_reward"])
+            fields.update(outcome=outcome, success=outcome == Outcome.PASSED)
+        Trial.objects.filter(pk=trial_id).update(flags=flags, updated_at=timezone.now(), **fields)

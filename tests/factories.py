@@ -108,6 +108,8 @@ class TrialFactory(factory.django.DjangoModelFactory):
     attempt = 1
     outcome = Outcome.PASSED
     success = factory.LazyAttribute(lambda o: o.outcome == Outcome.PASSED)
+    claimed_outcome = factory.LazyAttribute(lambda o: o.outcome)
+    claimed_success = factory.LazyAttribute(lambda o: o.success)
     reward = factory.LazyAttribute(lambda o: 1.0 if o.outcome == Outcome.PASSED else 0.0)
     cost_usd = Decimal("1.0000")
     duration_s = 600.0
@@ -127,7 +129,7 @@ def published_submission(agent: Agent, tasks: list[BenchmarkTask], outcomes: lis
     sub = SubmissionFactory(agent=agent, benchmark_version=tasks[0].benchmark_version, **kwargs)
     Trial.objects.bulk_create([
         Trial(submission=sub, benchmark_task=t, attempt=i + 1, outcome=CODES[c],
-              success=c == "P", reward=1.0 if c == "P" else 0.0, cost_usd=cost,
+              success=c == "P", claimed_outcome=CODES[c], claimed_success=c == "P", reward=1.0 if c == "P" else 0.0, cost_usd=cost,
               duration_s=duration_s, output_tokens=output_tokens)
         for t, codes in zip(tasks, outcomes, strict=True) for i, c in enumerate(codes)
     ])

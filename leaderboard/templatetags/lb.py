@@ -40,6 +40,22 @@ def outcome_label(code: str) -> str:
             "I": "infrastructure error", "-": "missing"}.get(code, "missing")
 
 
+@register.filter
+def cell_attempts(cell) -> list[dict]:
+    """A task cell's attempts: the site's code, the claimed code and the integrity flags."""
+    claimed = cell.claimed_outcomes or cell.outcomes
+    flags = list(cell.flags or [])
+    out = []
+    for i, code in enumerate(cell.outcomes):
+        c = claimed[i] if i < len(claimed) else code
+        f = flags[i] if i < len(flags) else []
+        note = "; ".join(([f"claimed {outcome_label(c)}"] if c != code else []) + list(f))
+        out.append({"n": i + 1, "code": code, "claimed": c, "flags": f,
+                    "title": f"attempt {i + 1}: {outcome_label(code)}"
+                             + (f" ({note})" if note else "")})
+    return out
+
+
 @register.simple_tag(takes_context=True)
 def sort_url(context, key: str) -> str:
     """Query string that sorts by key (toggling the order when already sorted by it)."""

@@ -276,7 +276,9 @@ def make_submission(bv, *, outputs: dict[str, Path], harness: str = "oracle", at
             rows.append(Trial(
                 submission=sub, benchmark_task=task, attempt=attempt,
                 outcome=Outcome.PASSED if reward >= 1 else Outcome.FAILED,
-                success=reward >= 1, reward=reward, trial_dir=trial_dir,
+                success=reward >= 1,
+                claimed_outcome=Outcome.PASSED if reward >= 1 else Outcome.FAILED,
+                claimed_success=reward >= 1, reward=reward, trial_dir=trial_dir,
                 trajectory_path=traj_path, artifact_paths=paths))
     Trial.objects.bulk_create(rows)
     Submission.objects.filter(pk=sub.pk).update(trials_total=len(rows))

@@ -157,12 +157,28 @@ def test_means_exclude_infrastructure_errors(small_benchmark):
 
 def test_a_claimed_pass_that_regrades_as_a_failure_counts_as_a_failure(small_benchmark):
     from submissions.models import Trial
+    from submissions.services import trial_check_record
 
     bv, tasks = small_benchmark
-    sub = published_submission(AgentFactory(slug="v"), tasks[:1], ["PPP"])
-    Trial.objects.filter(submission=sub, attempt=1).update(verified_reward=0.0)
-    Trial.objects.filter(submission=sub, attempt=2).update(verified_reward=1.0)
+    sub = published_submission(AgentFactory(slug="v"), tasks[:2], ["PPP", "FFT"])
+    trials = {(t.benchmark_task_id, t.attempt): t.pk for t in Trial.objects.filter(submission=sub)}
+    # What the verification job writes: the re-grade, and a flag where it differs.
+    trial_check_record(trial_id=trials[tasks[0].pk, 1], flag="regrade_mismatch", on=True,
+                       verified_reward=0.0)
+    trial_check_record(trial_id=trials[tasks[0].pk, 2], flag="regrade_mismatch", on=False,
+                       verified_reward=1.0)
+    # A claimed failure whose output the site grades as a pass is a pass; a timeout stays one.
+    trial_check_record(trial_id=trials[tasks[1].pk, 1], flag="regrade_mismatch", on=True,
+                       verified_reward=1.0)
+    trial_check_record(trial_id=trials[tasks[1].pk, 3], flag="regrade_mismatch", on=True,
+                       verified_reward=1.0)
     leaderboard_recompute(benchmark_version=bv)
     e = _entries(bv)["v"]
-    assert (e.successes, e.attempts) == (2, 3)
-    assert TaskCell.objects.get(entry=e).outcomes == "FPP"
+    assert (e.successes, e.attempts, e.claimed_successes, e.flagged_trials) == (3, 6, 3, 3)
+    cells = {c.benchmark_task_id: c for c in TaskCell.objects.filter(entry=e)}
+    assert (cells[tasks[0].pk].outcomes, cells[tasks[0].pk].claimed_outcomes) == ("FPP", "PPP")
+    assert (cells[tasks[1].pk].outcomes, cells[tasks[1].pk].claimed_outcomes) == ("PFT", "FFT")
+    assert cells[tasks[0].pk].flags == [["regrade_mismatch"], [], []]
+    first = Trial.objects.get(pk=trials[tasks[0].pk, 1])
+    assert (first.outcome, first.success, first.claimed_outcome, first.claimed_success) == (
+        "failed", False, "passed", True)

@@ -54,6 +54,7 @@ def owned_submission(owner, tmp_path, settings):
     default_storage.save("submissions/test/tree/job/t1/agent/trajectory.json",
                          ContentFile(json.dumps(trajectory).encode()))
     Trial.objects.create(submission=sub, benchmark_task=task, attempt=1, outcome="passed",
-                         success=True, reward=1.0, trial_dir="job/t1",
+                         success=True, claimed_outcome="passed", claimed_success=True,
+                         reward=1.0, trial_dir="job/t1",
                          trajectory_path="job/t1/agent/trajectory.json")
     return sub
