@@ -908,8 +908,8 @@ class ContainerRun:
                 environment={**self.env, **(env or {})},
                 workdir=workdir,
             )["Id"]
-            stream = api.exec_start(exec_id, stream=True, demux=False)
-        collector = _OutputCollector(stream, cap)
+            sock = api.exec_start(exec_id, socket=True)
+        collector = _OutputCollector(sock, cap)
         collector.start()
         timed_out = False
         container_died = False
@@ -997,7 +997,11 @@ class ContainerRun:
                 ],
                 user=self.user,
             )["Id"]
-            out = api.exec_start(exec_id).decode("utf-8", "replace")
+            sock = api.exec_start(exec_id, socket=True)
+            try:
+                out = b"".join(_exec_frames(sock)).decode("utf-8", "replace")
+            finally:
+                _close_exec_socket(sock)
         except Exception:  # noqa: BLE001
             return False
         m = re.search(r"^max (\d+)", out, re.M)
@@ -1041,12 +1045,37 @@ class _PidsSampler(threading.Thread):
         self.join(timeout=5)
 
 
-class _OutputCollector(threading.Thread):
-    """Drains an exec stream; keeps the first `cap` bytes and counts the rest (bounded memory)."""
+def _exec_frames(sock):
+    """The output bytes of a started exec's hijacked socket (stdout and stderr interleaved)."""
+    from docker.utils.socket import frames_iter
 
-    def __init__(self, stream, cap: int):
+    for _stream_id, data in frames_iter(sock, False):
+        yield data
+
+
+def _close_exec_socket(sock) -> None:
+    """Close a hijacked exec socket and its HTTP response, response first.
+
+    docker-py keeps the 101 response on the socket (``sock._response``), a reference cycle. Left
+    to the garbage collector, the socket may be finalised first and the response's close then
+    prints "Exception ignored ... ValueError: I/O operation on closed file" at interpreter exit.
+    """
+    response = sock.__dict__.pop("_response", None) if hasattr(sock, "__dict__") else None
+    for closeable in (response, sock):
+        try:
+            if closeable is not None:
+                closeable.close()
+        except Exception:  # noqa: BLE001, S110 - already closed by the engine or a kill
+            pass
+
+
+class _OutputCollector(threading.Thread):
+    """Drains an exec's socket; keeps the first `cap` bytes and counts the rest (bounded memory)."""
+
+    def __init__(self, sock, cap: int):
         super().__init__(daemon=True)
-        self.stream = stream
+        self.sock = sock
+        self.stream = _exec_frames(sock)
         self.cap = cap
         self.buf = bytearray()
         self.total = 0
@@ -1068,10 +1097,7 @@ class _OutputCollector(threading.Thread):
             self.error = exc
 
     def close(self):
-        try:
-            self.stream.close()
-        except Exception:  # noqa: BLE001, S110
-            pass
+        _close_exec_socket(self.sock)
 
     def output(self) -> bytes:
         out = bytes(self.buf)

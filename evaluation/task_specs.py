@@ -41,6 +41,9 @@ REQUIRED_FILES = (
 NETWORK_RUN_RE = re.compile(
     r"\b(apt-get|apt|apk|yum|dnf|pip3?|uv|conda|mamba|npm|curl|wget|git\s+clone)\b"
 )
+# Placeholder text the scaffold leaves for the author; a package still carrying it is not done.
+PLACEHOLDER_RE = re.compile(r"\b(TODO|FIXME)\b")
+PLACEHOLDER_FILES = ("instruction.md", "README.md", "solution/solve.sh")
 # Names that smell of hidden answers; never allowed under environment/.
 ANSWER_NAME_RE = re.compile(r"(^|/)(answers?|gold|expected|solutions?|ground_truth)([._/-]|$)",
                             re.IGNORECASE)
@@ -264,6 +267,7 @@ def check_task_package(path: Path | str) -> list[str]:
         return [*problems, str(exc)]
     problems += _check_identity(root, package.manifest)
     problems += _check_instruction(root, package.manifest)
+    problems += _check_placeholders(root)
     problems += _check_no_answers_in_environment(root)
     problems += _check_dockerfile(root)
     problems += _check_test_script(root)
@@ -311,6 +315,18 @@ def _check_instruction(root: Path, manifest: TaskManifest) -> list[str]:
     if text and target.rstrip("/") not in text:
         return [f"instruction.md must name the output path {target}"]
     return []
+
+
+def _check_placeholders(root: Path) -> list[str]:
+    """The scaffold's placeholder text (``new_task`` writes TODO where only the author can)."""
+    problems = []
+    for rel in PLACEHOLDER_FILES:
+        for number, line in enumerate(_read(root / rel).splitlines(), start=1):
+            if PLACEHOLDER_RE.search(line):
+                problems.append(f"{rel}:{number}: placeholder text left in ({line.strip()[:60]!r}); "
+                                "write the real text")
+                break
+    return problems
 
 
 def _check_no_answers_in_environment(root: Path) -> list[str]:

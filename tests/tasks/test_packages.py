@@ -122,11 +122,37 @@ def test_it_reports_missing_files(tmp_path):
         assert f"missing {rel}" in problems
 
 
+def _fill_in_placeholders(root):
+    for rel in ("instruction.md", "README.md", "solution/solve.sh"):
+        path = root / rel
+        path.write_text(path.read_text().replace("TODO", "Written by the author"))
+
+
 @pytest.mark.parametrize("category", sorted(CATEGORIES))
-def test_new_task_scaffold_is_structurally_valid(tmp_path, category):
+def test_new_task_scaffold_is_refused_until_its_placeholders_are_written(tmp_path, category):
     root = scaffold_package(tmp_path, category, "case_07", synthetic=False)
+    problems = check_task_package(root)
+    assert [p.split(":")[0] for p in problems] == ["instruction.md", "README.md",
+                                                   "solution/solve.sh"], problems
+    assert all("placeholder text" in p for p in problems)
+    _fill_in_placeholders(root)
     assert check_task_package(root) == []
     assert load_task_package(root).manifest.metadata.data_source == CATEGORIES[category].paper_data
+
+
+def _commands(script) -> list[str]:
+    return [line for line in script.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("category", sorted(CATEGORIES))
+def test_synthetic_scaffold_oracle_runs_what_the_shipped_synthetic_oracle_runs(tmp_path, category):
+    # The shipped synthetic_01 oracles pass in Docker (test_validate_task_docker.py); the
+    # scaffold's solve.sh must be the same program over the generator's solution/ files.
+    root = scaffold_package(tmp_path, category, "case_07", synthetic=True)
+    shipped = TASKS_DIR / category / "synthetic_01" / "solution" / "solve.sh"
+    assert _commands(root / "solution" / "solve.sh") == _commands(shipped)
+    assert "TODO" not in (root / "solution" / "solve.sh").read_text()
 
 
 def test_new_task_refuses_to_overwrite_or_take_bad_names(tmp_path):

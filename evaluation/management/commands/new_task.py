@@ -133,8 +133,29 @@ exit 0
 """
 
 
-def render_solve_sh(category: str) -> str:
+# What a synthetic package's oracle runs: the generator (evaluation/synthetic) writes the reference
+# answer (or the program computing it) under solution/ from the parameters that drew the data.
+SYNTHETIC_ORACLES = {
+    "ehr-event-modeling":
+        "python3 /solution/solve.py --data /workspace/data --output /workspace/submission.json\n",
+    "ehr-format-conversion":
+        "cd /workspace/data/etl\n"
+        "cp /solution/config.toml config.toml\n"
+        "python3 -m meds_etl_lite --config config.toml --raw /workspace/data/raw "
+        "--output /workspace/output\n",
+}
+SYNTHETIC_ORACLE_DEFAULT = "cp /solution/submission.json /workspace/submission.json\n"
+
+
+def render_solve_sh(category: str, *, synthetic: bool = False) -> str:
     target = CATEGORIES[category].submission_path
+    if synthetic:
+        return f"""\
+#!/bin/bash
+# Oracle: the reference answer, precomputed by the generator (evaluation/synthetic) from the
+# same parameters that drew the data; writes {target}.
+set -euo pipefail
+{SYNTHETIC_ORACLES.get(category, SYNTHETIC_ORACLE_DEFAULT)}"""
     return f"""\
 #!/bin/bash
 # Oracle: writes a passing answer to {target}. Replace with a real solution.
@@ -175,7 +196,7 @@ def render_package(category: str, task_id: str, *, synthetic: bool) -> dict[str,
         "environment/Dockerfile": render_dockerfile(),
         "environment/data/.gitkeep": "",
         "tests/test.sh": render_test_sh(category),
-        "solution/solve.sh": render_solve_sh(category),
+        "solution/solve.sh": render_solve_sh(category, synthetic=synthetic),
     }
 
 
@@ -196,6 +217,13 @@ def scaffold_package(tasks_dir: Path, category: str, task_id: str, *, synthetic:
     return root
 
 
+def _shown(root: Path) -> str:
+    try:
+        return root.resolve().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(root)
+
+
 class Command(BaseCommand):
     help = "Scaffold a Harbor task package under tasks/<category>/<task_id>/."
 
@@ -214,5 +242,6 @@ class Command(BaseCommand):
             (root / "environment" / "data" / ".gitkeep").unlink()
             generate(category, root)
         self.stdout.write(self.style.SUCCESS(f"created {root}"))
-        self.stdout.write("next: write instruction.md, README.md and solution/solve.sh, then run "
-                          f"`python manage.py validate_task {root}`")
+        todo = "instruction.md and README.md" + ("" if synthetic else " and solution/solve.sh")
+        self.stdout.write(f"next: replace the TODO text in {todo}, then run "
+                          f"`.venv/bin/python manage.py validate_task {_shown(root)}`")
