@@ -10,8 +10,9 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Sum
+from django.db.models import Case, CharField, Count, Max, Q, Sum, Value, When
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from leaderboard import stats
 from leaderboard.models import (
@@ -86,7 +87,8 @@ def aggregate_version_bump(*, benchmark_version_ids: list[int]) -> None:
 @dataclass
 class _AgentResult:
     submission: Submission
-    per_task: dict[int, list[tuple[int, str]]] = field(default_factory=lambda: defaultdict(list))
+    # Task pk -> outcome code of each present attempt in attempt order ("PPF", see OUTCOME_CODES).
+    per_task: dict[int, str] = field(default_factory=dict)
     cost: Decimal = Decimal(0)
     cost_known: int = 0
     duration_sum: float = 0.0
@@ -96,8 +98,10 @@ class _AgentResult:
     present: int = 0
     claimed_successes: int = 0
     flagged: int = 0
-    # Per task, in attempt order: (claimed outcome, flags) beside per_task's site outcome.
-    claims: dict[int, list[tuple[str, list]]] = field(default_factory=lambda: defaultdict(list))
+    # Beside per_task's site outcomes, in the same order: the claimed codes, and each attempt's
+    # integrity flags (only tasks with a flagged attempt are listed).
+    claimed: dict[int, str] = field(default_factory=dict)
+    flags: dict[int, list[list]] = field(default_factory=dict)
 
 
 @transaction.atomic
@@ -152,16 +156,32 @@ def _insert_entries(benchmark_version: BenchmarkVersion, computed: list[dict]) -
         ],
         batch_size=2000,
     )
-    CategoryEntry.objects.bulk_create(
-        [CategoryEntry(entry=e, **ce) for e, c in zip(entries, computed, strict=True)
-         for ce in c["categories"]],
-        batch_size=5000,
-    )
-    TaskCell.objects.bulk_create(
-        [TaskCell(entry=e, **cell) for e, c in zip(entries, computed, strict=True)
-         for cell in c["cells"]],
-        batch_size=5000,
-    )
+    now = timezone.now()
+    _insert_rows(CategoryEntry, ["entry_id", "category_id", "successes", "attempts",
+                                 "success_rate", "ci_low", "ci_high", "created_at", "updated_at"],
+                 [(e.pk, ce["category"].pk, ce["successes"], ce["attempts"], ce["success_rate"],
+                   ce["ci_low"], ce["ci_high"], now, now)
+                  for e, c in zip(entries, computed, strict=True) for ce in c["categories"]])
+    _insert_rows(TaskCell, ["entry_id", "benchmark_task_id", "outcomes", "successes",
+                            "claimed_outcomes", "flags", "created_at", "updated_at"],
+                 [(e.pk, cell["benchmark_task_id"], cell["outcomes"], cell["successes"],
+                   cell["claimed_outcomes"], cell["flags"], now, now)
+                  for e, c in zip(entries, computed, strict=True) for cell in c["cells"]])
+
+
+def _insert_rows(model, columns: list[str], rows: list[tuple]) -> None:
+    """Insert plain rows: PostgreSQL COPY (tens of thousands of task cells per rebuild, where
+    building model instances for bulk_create was most of the rebuild's time), else bulk_create."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        sql = f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN"
+        with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+            for row in rows:
+                copy.write_row([Jsonb(v) if isinstance(v, list | dict) else v for v in row])
+        return
+    model.objects.bulk_create([model(**dict(zip(columns, row, strict=True))) for row in rows],
+                              batch_size=2000)
 
 
 def _rank_entries(benchmark_version: BenchmarkVersion) -> int:
@@ -211,48 +231,96 @@ def _collect_results(
     for sub in subs.order_by("agent_id", "-published_at", "-pk"):
         latest.setdefault(sub.agent_id, sub)
     results = {s.pk: _AgentResult(submission=s) for s in latest.values()}
+    if not results:
+        return []
+    trials = Trial.objects.filter(submission_id__in=list(results))
+    last_attempt = trials.aggregate(m=Max("attempt"))["m"] or 0
+    # ``outcome`` is the site's (the claim corrected by the re-grade, site_outcome): the same
+    # value every per-trial page, CSV and API row shows; the claim is kept beside it.
+    def code(column: str) -> Case:
+        return Case(*[When(**{column: o}, then=Value(c)) for o, c in OUTCOME_CODES.items()],
+                    output_field=CharField())
+
+    def at(k: int, column: str) -> Max:
+        return Max(Case(When(attempt=k, then=code(column)), output_field=CharField()))
+
+    scored = ~Q(outcome=Outcome.INFRA_ERROR)  # infra errors leave the denominator and the means
+    # One row per (submission, task), grouped in the database: each attempt's site and claimed
+    # outcome codes in order, and the sums the entry needs (cost, time, tokens over scored
+    # attempts, claimed passes).
     rows = (
-        Trial.objects.filter(submission_id__in=list(results))
-        .order_by("submission_id", "benchmark_task_id", "attempt")
-        .values_list("submission_id", "benchmark_task_id", "attempt", "outcome", "cost_usd",
-                     "duration_s", "output_tokens", "claimed_outcome", "flags")
+        trials.values("submission_id", "benchmark_task_id")
+        .annotate(
+            cost=Sum("cost_usd", filter=scored), cost_n=Count("cost_usd", filter=scored),
+            dur=Sum("duration_s", filter=scored), dur_n=Count("duration_s", filter=scored),
+            out=Sum("output_tokens", filter=scored),
+            out_n=Count("output_tokens", filter=scored),
+            claimed_passes=Count("pk", filter=Q(claimed_outcome=Outcome.PASSED)),
+            **{f"a{k}": at(k, "outcome") for k in range(1, last_attempt + 1)},
+            **{f"c{k}": at(k, "claimed_outcome") for k in range(1, last_attempt + 1)},
+        )
+        .order_by("submission_id", "benchmark_task_id")
     )
-    for sub_id, task_id, _attempt, outcome, cost, duration, out_tokens, claimed, flags in (
-            rows.iterator(2000)):
-        r = results[sub_id]
-        # ``outcome`` is the site's (the claim corrected by the re-grade, site_outcome): the
-        # same value every per-trial page, CSV and API row shows.
-        r.per_task[task_id].append((1 if outcome == Outcome.PASSED else 0, outcome))
-        r.claims[task_id].append((claimed, list(flags or [])))
-        r.claimed_successes += claimed == Outcome.PASSED
-        r.flagged += bool(flags)
-        r.present += 1
-        if outcome == Outcome.INFRA_ERROR:
-            continue  # shown, but leaves the denominator and the cost/time means
-        if cost is not None:
-            r.cost += cost
-            r.cost_known += 1
-        if duration is not None:
-            r.duration_sum += duration
-            r.duration_n += 1
-        if out_tokens is not None:
-            r.output_sum += out_tokens
-            r.output_n += 1
+    flagged = _flags(trials)
+    # Raw tuples: Django's per-row converters were a large part of the rebuild at 1,000 agents.
+    sql, params = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for sub_id, task_id, cost, cost_n, dur, dur_n, out, out_n, claimed_passes, *codes in (
+                cursor.fetchall()):
+            r = results[sub_id]
+            site, claims = codes[:last_attempt], codes[last_attempt:]
+            present = [k for k, c in enumerate(site, start=1) if c is not None]
+            r.per_task[task_id] = "".join(site[k - 1] for k in present)
+            r.claimed[task_id] = "".join(claims[k - 1] or "" for k in present)
+            r.claimed_successes += claimed_passes
+            if (sub_id, task_id) in flagged:
+                by_attempt = flagged[(sub_id, task_id)]
+                r.flags[task_id] = [by_attempt.get(k, []) for k in present]
+                r.flagged += len(by_attempt)
+            r.present += len(present)
+            if cost_n:
+                r.cost += _decimal(cost)
+                r.cost_known += cost_n
+            if dur_n:
+                r.duration_sum += dur
+                r.duration_n += dur_n
+            if out_n:
+                r.output_sum += int(out)
+                r.output_n += out_n
     return list(results.values())
 
 
+def _flags(trials) -> dict[tuple[int, int], dict[int, list]]:
+    """(submission, task) -> attempt -> integrity flags, for the (few) flagged trials."""
+    out: dict[tuple[int, int], dict[int, list]] = defaultdict(dict)
+    for sub_id, task_id, attempt, flags in trials.exclude(flags=[]).values_list(
+            "submission_id", "benchmark_task_id", "attempt", "flags"):
+        if flags:
+            out[(sub_id, task_id)][attempt] = list(flags)
+    return out
+
+
+def _decimal(value) -> Decimal:
+    """A money sum as PostgreSQL returns it (Decimal), or as SQLite does (a float)."""
+    return value if isinstance(value, Decimal) else Decimal(str(value)).quantize(Decimal("0.0001"))
+
+
 def _compute_entry(r: _AgentResult, categories, task_category, required: int) -> dict:
-    scored = {
-        t: [(s, o) for s, o in attempts if o != Outcome.INFRA_ERROR]
-        for t, attempts in r.per_task.items()
-    }
-    overall = stats.clustered_rate([(sum(s for s, _ in a), len(a)) for a in scored.values()])
-    task_rates = {str(t): sum(s for s, _ in a) / len(a) for t, a in scored.items() if a}
+    """One entry's row, category rows, task cells and per-task vector. Tasks are visited in
+    per_task order everywhere, so float sums come out the same on every path."""
+    passed, infra = OUTCOME_CODES[Outcome.PASSED], OUTCOME_CODES[Outcome.INFRA_ERROR]
+    # (task, successes, scored attempts): infrastructure errors are not scored attempts.
+    per = [(t, codes.count(passed), len(codes) - codes.count(infra))
+           for t, codes in r.per_task.items()]
+    overall = stats.clustered_rate([(y, n) for _, y, n in per])
+    task_rates = {str(t): y / n for t, y, n in per if n}
+    by_category: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for t, y, n in per:
+        by_category[task_category.get(t)].append((y, n))
     cat_rows, by_group_rates, by_group_counts = [], defaultdict(list), defaultdict(lambda: [0, 0])
     for cat in categories:
-        clusters = [(sum(s for s, _ in a), len(a)) for t, a in scored.items()
-                    if task_category.get(t) == cat.pk]
-        est = stats.clustered_rate(clusters)
+        est = stats.clustered_rate(by_category.get(cat.pk, []))
         if est.attempts == 0:
             continue
         cat_rows.append({"category": cat, "successes": est.successes, "attempts": est.attempts,
@@ -260,25 +328,26 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
         by_group_rates[cat.group].append(est.rate)
         by_group_counts[cat.group][0] += est.successes
         by_group_counts[cat.group][1] += est.attempts
-    all_outcomes = [o for a in r.per_task.values() for _, o in a]
-    n_tasks_scored = len([a for a in scored.values() if a])
+    all_codes = "".join(r.per_task.values())
+    n_tasks_scored = sum(1 for _, _, n in per if n)
     cost_per_attempt = (r.cost / r.cost_known).quantize(Decimal("0.0001")) if r.cost_known else None
     row = {
         "successes": overall.successes,
         "attempts": overall.attempts,
         "attempts_present": r.present,
         "attempts_required": required,
-        "infra_errors": all_outcomes.count(Outcome.INFRA_ERROR),
-        "timeouts": all_outcomes.count(Outcome.TIMEOUT),
-        "agent_errors": all_outcomes.count(Outcome.AGENT_ERROR),
+        "infra_errors": all_codes.count(infra),
+        "timeouts": all_codes.count(OUTCOME_CODES[Outcome.TIMEOUT]),
+        "agent_errors": all_codes.count(OUTCOME_CODES[Outcome.AGENT_ERROR]),
         "claimed_successes": r.claimed_successes,
         "flagged_trials": r.flagged,
         "success_rate": overall.rate,
         "ci_low": overall.ci_low,
         "ci_high": overall.ci_high,
         "design_effect": overall.design_effect,
-        "pass_at_k": _task_fraction(scored, any, n_tasks_scored),
-        "pass_hat_k": _task_fraction(scored, all, n_tasks_scored),
+        # solved in at least one scored attempt / in every scored attempt
+        "pass_at_k": _task_fraction(sum(1 for _, y, n in per if n and y), n_tasks_scored),
+        "pass_hat_k": _task_fraction(sum(1 for _, y, n in per if n and y == n), n_tasks_scored),
         "imaging_macro": stats.macro_mean(by_group_rates[Group.IMAGING]),
         "text_macro": stats.macro_mean(by_group_rates[Group.TEXT]),
         "imaging_pooled": _pooled(by_group_counts.get(Group.IMAGING)),
@@ -295,21 +364,16 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
         "reconstructed": r.submission.is_reconstructed,
         "submitted_on": r.submission.submitted_on,
     }
-    cells = [
-        {"benchmark_task_id": t, "outcomes": "".join(OUTCOME_CODES[o] for _, o in attempts),
-         "successes": sum(s for s, _ in attempts),
-         "claimed_outcomes": "".join(OUTCOME_CODES[c] for c, _ in r.claims[t]),
-         "flags": [f for _, f in r.claims[t]]}
-        for t, attempts in r.per_task.items()
-    ]
+    cells = [{"benchmark_task_id": t, "outcomes": r.per_task[t], "successes": y,
+              "claimed_outcomes": r.claimed[t],
+              "flags": r.flags.get(t) or [[] for _ in r.per_task[t]]}
+             for t, y, _ in per]
     return {"submission": r.submission, "row": row, "categories": cat_rows, "cells": cells,
             "task_rates": task_rates}
 
 
-def _task_fraction(scored: dict, quantifier, n_tasks: int) -> float:
-    if not n_tasks:
-        return 0.0
-    return sum(1 for a in scored.values() if a and quantifier(s for s, _ in a)) / n_tasks
+def _task_fraction(count: int, n_tasks: int) -> float:
+    return count / n_tasks if n_tasks else 0.0
 
 
 def _pooled(counts: list[int] | None) -> float | None:
