@@ -150,15 +150,18 @@ def trials_copy(*, submissions: list[Submission], tasks: list[BenchmarkTask], se
     code = np.where((code == 1) & (other < 0.04), 2, code)
     code = np.where((code == 1) & (other > 0.98), 3, code)
     code = np.where(rng.uniform(size=shape) < 0.004, 4, code)
-    # The site's re-grade disagrees with a claimed pass now and then.
+    # The site's re-grade disagrees with a claimed pass now and then: the site's outcome is
+    # then a failure, the claim stays beside it.
     verified = np.where(code == 0, np.where(rng.uniform(size=shape) < 0.003, 0.0, 1.0), 0.0)
+    site = np.where((code == 0) & (verified < 1.0), 1, code)
     cost = np.round(rng.gamma(2.0, 0.4, size=shape), 4)
     duration = np.round(rng.gamma(3.0, 150.0, size=shape), 1)
     out_tokens = rng.integers(1_000, 60_000, size=shape)
     now = timezone.now().isoformat()
     provided = ["created_at", "updated_at", "submission_id", "benchmark_task_id", "attempt",
-                "outcome", "reward", "success", "verified_reward", "cost_usd", "duration_s",
-                "output_tokens", "input_tokens", "cached_tokens"]
+                "outcome", "success", "claimed_outcome", "claimed_success", "reward",
+                "verified_reward", "cost_usd", "duration_s", "output_tokens", "input_tokens",
+                "cached_tokens"]
     constants = _copy_constants(set(provided))
     columns = provided + [c for c, _ in constants]
     tail = "".join("\t" + t for _, t in constants)
@@ -171,10 +174,11 @@ def trials_copy(*, submissions: list[Submission], tasks: list[BenchmarkTask], se
             buf = io.StringIO()
             for j, task_id in enumerate(task_ids):
                 for k in range(ATTEMPTS):
-                    c = int(code[i, j, k])
+                    c, o = int(code[i, j, k]), int(site[i, j, k])
                     buf.write(
-                        f"{now}\t{now}\t{sub_id}\t{task_id}\t{k + 1}\t{outcome_text[c]}\t"
-                        f"{1.0 if c == 0 else 0.0}\t{'t' if c == 0 else 'f'}\t"
+                        f"{now}\t{now}\t{sub_id}\t{task_id}\t{k + 1}\t{outcome_text[o]}\t"
+                        f"{'t' if o == 0 else 'f'}\t{outcome_text[c]}\t{'t' if c == 0 else 'f'}\t"
+                        f"{1.0 if c == 0 else 0.0}\t"
                         f"{verified[i, j, k]}\t{cost[i, j, k]:.4f}\t{duration[i, j, k]}\t"
                         f"{out_tokens[i, j, k]}\t{out_tokens[i, j, k] * 12}\t"
                         f"{out_tokens[i, j, k] * 5}{tail}\n")

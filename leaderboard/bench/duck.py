@@ -21,7 +21,7 @@ from leaderboard.models import BenchmarkVersion
 _EXPORT = """
 COPY (
   SELECT s.id AS submission_id, s.agent_id, h.family, t.benchmark_task_id AS task_id,
-         bt.category_id, c."group" AS grp, t.attempt, t.outcome, t.verified_reward, t.cost_usd,
+         bt.category_id, c."group" AS grp, t.attempt, t.outcome, t.claimed_outcome, t.cost_usd,
          t.duration_s, t.output_tokens, s.published_at
   FROM submissions_trial t
   JOIN submissions_submission s ON s.id = t.submission_id
@@ -34,19 +34,21 @@ COPY (
 """
 
 _GROUP_BYS = [
-    # The latest published submission per agent, and the re-grade overriding the claim.
+    # The latest published submission per agent (outcome is the site's, the claim beside it).
     """CREATE TEMP TABLE t AS
        WITH latest AS (SELECT agent_id, arg_max(submission_id, published_at) AS submission_id
                        FROM trials GROUP BY agent_id)
-       SELECT tr.*, CASE WHEN outcome = 'passed' AND verified_reward IS NOT NULL
-                              AND verified_reward < 1.0 THEN 'failed' ELSE outcome END AS o
-       FROM trials tr JOIN latest USING (submission_id)""",
+       SELECT tr.*, outcome AS o FROM trials tr JOIN latest USING (submission_id)""",
     """CREATE TEMP TABLE cells AS
        SELECT submission_id, task_id, any_value(category_id) AS category_id,
               any_value(grp) AS grp,
               string_agg(CASE o WHEN 'passed' THEN 'P' WHEN 'failed' THEN 'F'
                          WHEN 'timeout' THEN 'T' WHEN 'agent_error' THEN 'E' ELSE 'I' END, ''
                          ORDER BY attempt) AS outcomes,
+              string_agg(CASE claimed_outcome WHEN 'passed' THEN 'P' WHEN 'failed' THEN 'F'
+                         WHEN 'timeout' THEN 'T' WHEN 'agent_error' THEN 'E' ELSE 'I' END, ''
+                         ORDER BY attempt) AS claimed_outcomes,
+              count(*) FILTER (WHERE claimed_outcome = 'passed') AS claimed_passes,
               count(*) FILTER (WHERE o = 'passed') AS successes,
               count(*) FILTER (WHERE o <> 'infra_error') AS scored
        FROM t GROUP BY submission_id, task_id""",
