@@ -204,7 +204,13 @@ DOCKER_HOST = env.str("DOCKER_HOST", default="unix:///var/run/docker.sock")
 DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)
 # Local tag of the debootstrap-built runtime base image that every task starts FROM.
 TASK_BASE_IMAGE = env.str("TASK_BASE_IMAGE", default="healthagentbench/base:bookworm")
+# Task sources: directories of Harbor packages (<category>/<task_id>/) whose benchmark versions
+# are defined by <source>/benchmarks/<name>@<version>.toml. The public synthetic tasks are the
+# repository's tasks/; licensed ones (the paper's) live in a private directory present only on
+# evaluation machines: TASK_SOURCES=/app/tasks,/srv/hab-tasks-private. TASKS_DIR is the
+# repository's own source (where new_task scaffolds).
 TASKS_DIR = BASE_DIR / "tasks"
+TASK_SOURCES = [Path(p) for p in env.list("TASK_SOURCES", default=[str(TASKS_DIR)])]
 # Public git URL of this repository (shown on the contribute and submit pages: clone it to get
 # the public task packages and the tools).
 REPOSITORY_URL = env.str("REPOSITORY_URL", default="")

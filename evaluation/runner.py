@@ -1509,8 +1509,8 @@ def bare_docker_run(
 # Command line (scripts/build-images)
 # --------------------------------------------------------------------------------------------
 def discover_tasks(tasks_dir: Path | None = None) -> list[Path]:
-    root = Path(tasks_dir or settings.TASKS_DIR)
-    return sorted(p.parent.parent for p in root.glob("*/*/environment/Dockerfile"))
+    roots = [Path(tasks_dir)] if tasks_dir else [Path(p) for p in settings.TASK_SOURCES]
+    return sorted(p.parent.parent for root in roots for p in root.glob("*/*/environment/Dockerfile"))
 
 
 def _main(argv: list[str] | None = None) -> int:

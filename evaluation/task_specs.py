@@ -22,8 +22,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 BASE_IMAGE = "healthagentbench/base:bookworm"
+# The benchmark the public packages of this repository make up (new_task names tasks after it);
+# its versions are data: tasks/benchmarks/<name>@<version>.toml (see BenchmarkManifest).
 BENCHMARK_NAME = "healthagentbench-synthetic"
-BENCHMARK_VERSION = "1.0"
+MANIFEST_DIR = "benchmarks"
 TASK_ID_RE = re.compile(r"^[a-z0-9_]+$")
 MAX_PACKAGE_BYTES = 5 * 1024 * 1024
 # Excluded from digests and size: VCS and interpreter droppings (Harbor's publish defaults).
@@ -412,3 +414,102 @@ def _check_test_script(root: Path) -> list[str]:
     if text and "/logs/verifier/reward" not in text:
         return ["tests/test.sh must write /logs/verifier/reward.json (or reward.txt)"]
     return []
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark versions as data: <task source>/benchmarks/<name>@<version>.toml
+# --------------------------------------------------------------------------------------------
+VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+-]{0,39}$")
+BENCHMARK_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,99}$")
+
+
+class BenchmarkManifestFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=BENCHMARK_NAME_RE.pattern)
+    version: str = Field(pattern=VERSION_RE.pattern)
+    title: str = ""
+    description: str = ""
+    attempts_per_task: int = Field(default=3, ge=1, le=20)
+    # "<category>/<task_id>" -> sha256 content digest of the package (package_digest()).
+    tasks: dict[str, str] = Field(min_length=1)
+
+    @field_validator("tasks")
+    @classmethod
+    def _digests(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, digest in value.items():
+            if not re.match(r"^[a-z0-9-]+/[a-z0-9_]+$", name) or not re.match(r"^[0-9a-f]{64}$",
+                                                                                digest):
+                raise ValueError(f"{name!r} = {digest!r}: expected \"<category>/<task_id>\" = "
+                                 "\"<64 hex digits>\"")
+        return value
+
+
+@dataclass(frozen=True)
+class BenchmarkManifest:
+    """One benchmark version: which packages, at which content digests, how many attempts.
+
+    A registered version never changes; a changed, added or removed package is a new version
+    (a new manifest file). Several versions of one source coexist: each lists its own digests.
+    """
+
+    path: Path
+    spec: BenchmarkManifestFile
+
+    @property
+    def slug(self) -> str:
+        return f"{self.spec.name}@{self.spec.version}"
+
+
+def manifest_path(source: Path, name: str, version: str) -> Path:
+    return Path(source) / MANIFEST_DIR / f"{name}@{version}.toml"
+
+
+def read_benchmark_manifests(source: Path | str) -> list[BenchmarkManifest]:
+    """Every ``<source>/benchmarks/*.toml``, sorted by name and version; TaskPackageError if bad."""
+    out = []
+    for path in sorted((Path(source) / MANIFEST_DIR).glob("*.toml")):
+        try:
+            spec = BenchmarkManifestFile.model_validate(tomllib.loads(path.read_text("utf-8")))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise TaskPackageError(f"{path}: not valid TOML ({exc})") from None
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                                 for e in exc.errors())
+            raise TaskPackageError(f"{path}: {problems}") from None
+        if path.name != f"{spec.name}@{spec.version}.toml":
+            raise TaskPackageError(f"{path}: the file must be named {spec.name}@{spec.version}.toml")
+        out.append(BenchmarkManifest(path, spec))
+    return out
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def write_benchmark_manifest(source: Path, *, name: str, version: str, tasks: dict[str, str],
+                             title: str = "", description: str = "",
+                             attempts_per_task: int = 3) -> Path:
+    """Write a new version's manifest; refuses to overwrite (a released version never changes)."""
+    BenchmarkManifestFile(name=name, version=version, title=title, description=description,
+                          attempts_per_task=attempts_per_task, tasks=tasks)  # validates
+    path = manifest_path(source, name, version)
+    if path.exists():
+        raise FileExistsError(f"{path} exists; a released version never changes")
+    lines = [
+        f"# Benchmark version {name}@{version}: the task packages of this source at these content",
+        "# digests. Never edit a released version: `manage.py sync_tasks --new-version` writes the",
+        "# next one.",
+        f"name = {_toml_string(name)}",
+        f"version = {_toml_string(version)}",
+        f"title = {_toml_string(title)}",
+        f"description = {_toml_string(description)}",
+        f"attempts_per_task = {attempts_per_task}",
+        "",
+        "[tasks]",
+        *(f"{_toml_string(task)} = {_toml_string(digest)}" for task, digest in sorted(tasks.items())),
+        "",
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

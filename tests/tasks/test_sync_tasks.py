@@ -1,6 +1,9 @@
 """sync_tasks / benchmark_tasks_sync against the database (needs pytest-django; the rest of
-tests/tasks runs without it, see conftest.py)."""
+tests/tasks runs without it, see conftest.py). Benchmark versions are data: each
+tasks/benchmarks/<name>@<version>.toml lists its packages and their content digests, and a
+registered version never changes."""
 
+import io
 import shutil
 from pathlib import Path
 
@@ -8,16 +11,27 @@ import pytest
 from django.core.management import CommandError, call_command
 from task_package_paths import SYNTHETIC, TASKS_DIR
 
+from evaluation.management.commands.new_task import scaffold_package
 from evaluation.services import benchmark_tasks_sync
+from evaluation.task_specs import package_digest, read_benchmark_manifests
 from leaderboard.models import BenchmarkTask, BenchmarkVersion, Category
 
 pytestmark = pytest.mark.django_db
+SLUG = "healthagentbench-synthetic@1.0"
+
+
+def test_the_manifest_lists_every_shipped_package_at_its_digest():
+    (manifest,) = read_benchmark_manifests(TASKS_DIR)
+    assert manifest.slug == SLUG and manifest.spec.attempts_per_task == 3
+    assert manifest.spec.tasks == {f"{c}/synthetic_01": package_digest(p)
+                                   for c, p in SYNTHETIC.items()}
 
 
 def test_it_registers_every_package_once():
     first = benchmark_tasks_sync(tasks_dir=TASKS_DIR)
-    assert first.ok and len(first.created) == len(SYNTHETIC)
+    assert first.ok and len(first.version(SLUG).created) == len(SYNTHETIC)
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    assert bv.attempts_per_task == 3 and bv.title == "HealthAgentBench synthetic tasks"
     tasks = BenchmarkTask.objects.filter(benchmark_version=bv)
     assert tasks.count() == 7 and all(t.runnable_here and t.is_synthetic for t in tasks)
     assert len(tasks.get(name="pathology-tumor-region/synthetic_01").content_digest) == 64
@@ -27,7 +41,7 @@ def test_it_registers_every_package_once():
     digest = bv.content_digest
 
     second = benchmark_tasks_sync(tasks_dir=TASKS_DIR)
-    assert second.created == [] and len(second.unchanged) == 7
+    assert second.version(SLUG).created == [] and len(second.version(SLUG).unchanged) == 7
     bv.refresh_from_db()
     assert bv.content_digest == digest
     assert BenchmarkTask.objects.count() == 7
@@ -39,15 +53,76 @@ def _copy_tasks(tmp_path: Path) -> Path:
     return dst
 
 
-def test_changed_content_is_a_conflict_unless_allowed(tmp_path):
+def _sync_command(*args) -> tuple[str, Exception | None]:
+    out = io.StringIO()
+    try:
+        call_command("sync_tasks", *args, stdout=out)
+    except CommandError as exc:
+        return out.getvalue(), exc
+    return out.getvalue(), None
+
+
+def _task_names(slug: str) -> list[str]:
+    name, version = slug.split("@")
+    return sorted(BenchmarkTask.objects.filter(benchmark_version__name=name,
+                                               benchmark_version__version=version)
+                  .values_list("name", flat=True))
+
+
+def test_a_new_package_never_grows_a_registered_version_it_needs_a_new_one(tmp_path):
+    tasks = _copy_tasks(tmp_path)
+    assert benchmark_tasks_sync(tasks_dir=tasks).ok
+    root = scaffold_package(tasks, "clinical-trial-matching", "case_02", synthetic=False)
+    for rel in ("instruction.md", "README.md", "solution/solve.sh"):
+        (root / rel).write_text((root / rel).read_text().replace("TODO", "Written"))
+
+    out, error = _sync_command("--tasks-dir", str(tasks))
+    assert error is not None and "unreleased" in out and "clinical-trial-matching/case_02" in out
+    assert "--new-version" in out  # tells the contributor what to do
+    assert len(_task_names(SLUG)) == 7
+
+    out, error = _sync_command("--tasks-dir", str(tasks), "--new-version", "1.1")
+    assert error is None, out
+    assert (tasks / "benchmarks" / "healthagentbench-synthetic@1.1.toml").is_file()
+    assert len(_task_names("healthagentbench-synthetic@1.1")) == 8
+    assert len(_task_names(SLUG)) == 7  # the released version is untouched
+    # Taken versions are refused.
+    out, error = _sync_command("--tasks-dir", str(tasks), "--new-version", "1.1")
+    assert error is not None and "never changes" in str(error)
+
+
+def test_a_changed_package_is_unreleased_and_its_old_version_not_runnable_here(tmp_path):
     tasks = _copy_tasks(tmp_path)
     benchmark_tasks_sync(tasks_dir=tasks)
     readme = tasks / "clinical-trial-matching" / "synthetic_01" / "README.md"
     readme.write_text(readme.read_text() + "\nedited\n")
     report = benchmark_tasks_sync(tasks_dir=tasks)
-    assert not report.ok and report.conflicts[0].startswith("clinical-trial-matching/")
-    report = benchmark_tasks_sync(tasks_dir=tasks, allow_changes=True)
-    assert report.ok and report.updated == ["clinical-trial-matching/synthetic_01"]
+    assert not report.ok and report.unreleased[0].startswith(
+        f"{tasks.resolve()}/clinical-trial-matching/synthetic_01")
+    assert report.version(SLUG).missing == ["clinical-trial-matching/synthetic_01"]
+    old = BenchmarkTask.objects.get(benchmark_version__version="1.0",
+                                    name="clinical-trial-matching/synthetic_01")
+    assert not old.runnable_here and old.content_digest != package_digest(readme.parent)
+
+    call_command("sync_tasks", "--tasks-dir", str(tasks), "--new-version", "1.1",
+                 stdout=io.StringIO())
+    assert benchmark_tasks_sync(tasks_dir=tasks).ok
+    new = BenchmarkTask.objects.get(benchmark_version__version="1.1",
+                                    name="clinical-trial-matching/synthetic_01")
+    assert new.runnable_here and new.content_digest == package_digest(readme.parent)
+
+
+def test_editing_a_registered_versions_manifest_is_a_conflict(tmp_path):
+    tasks = _copy_tasks(tmp_path)
+    benchmark_tasks_sync(tasks_dir=tasks)
+    manifest = tasks / "benchmarks" / f"{SLUG}.toml"
+    text = manifest.read_text()
+    manifest.write_text("\n".join(line for line in text.splitlines()
+                                  if not line.startswith('"xray-report-correction/')) + "\n")
+    report = benchmark_tasks_sync(tasks_dir=tasks)
+    assert report.version(SLUG).conflicts == [
+        f"xray-report-correction/synthetic_01: removed in {SLUG}.toml"]
+    assert not report.ok and len(_task_names(SLUG)) == 7
 
 
 def test_invalid_and_removed_packages(tmp_path):
@@ -57,9 +132,18 @@ def test_invalid_and_removed_packages(tmp_path):
     (tasks / "ct-abnormality-classification" / "synthetic_01" / "instruction.md").write_text("x")
     report = benchmark_tasks_sync(tasks_dir=tasks)
     # Both a vanished and an invalid package stop being runnable here; neither row is deleted.
-    assert report.missing == ["ct-abnormality-classification/synthetic_01",
-                              "ehr-event-modeling/synthetic_01"]
+    assert report.version(SLUG).missing == ["ct-abnormality-classification/synthetic_01",
+                                            "ehr-event-modeling/synthetic_01"]
     assert list(report.invalid) and not report.ok
     assert not BenchmarkTask.objects.get(name="ehr-event-modeling/synthetic_01").runnable_here
     with pytest.raises(CommandError, match="not registered"):
-        call_command("sync_tasks", "--tasks-dir", str(tasks))
+        call_command("sync_tasks", "--tasks-dir", str(tasks), stdout=io.StringIO())
+
+
+def test_a_version_is_registered_whole_or_not_at_all(tmp_path):
+    # A web machine without a private source's packages registers nothing of that version.
+    tasks = _copy_tasks(tmp_path)
+    shutil.rmtree(tasks / "ehr-event-modeling")
+    report = benchmark_tasks_sync(tasks_dir=tasks)
+    assert report.version(SLUG).missing == ["ehr-event-modeling/synthetic_01"]
+    assert not BenchmarkVersion.objects.filter(name="healthagentbench-synthetic").exists()

@@ -244,4 +244,6 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"created {root}"))
         todo = "instruction.md and README.md" + ("" if synthetic else " and solution/solve.sh")
         self.stdout.write(f"next: replace the TODO text in {todo}, then run "
-                          f"`.venv/bin/python manage.py validate_task {_shown(root)}`")
+                          f"`.venv/bin/python manage.py validate_task {_shown(root)}`; "
+                          "release it in a new benchmark version with "
+                          "`.venv/bin/python manage.py sync_tasks --new-version <name>@<version>`")

@@ -1,9 +1,11 @@
-"""manage.py sync_tasks [--tasks-dir DIR] [--allow-changes]
+"""manage.py sync_tasks [--tasks-dir DIR] [--new-version NAME@VERSION]
 
-Registers the Harbor packages under tasks/ as benchmark version
-healthagentbench-synthetic@1.0 (separate from the paper's catalogue). Running it twice is
-harmless. Exits non-zero when a package is invalid or its content changed under a registered
-name (pass --allow-changes while developing a package that has never been run).
+Registers the benchmark versions defined by the task sources (settings.TASK_SOURCES, or one
+--tasks-dir): each ``<source>/benchmarks/<name>@<version>.toml`` lists its task packages and
+their content digests. Running it twice is harmless. A registered version never changes: a
+package that was changed or added shows up as "unreleased" and a manifest that disagrees with
+the catalogue as a conflict (exit status 1); --new-version writes the next version's manifest
+from the packages as they are, then registers it.
 """
 
 from pathlib import Path
@@ -13,19 +15,33 @@ from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
-    help = "Register the task packages under tasks/ as healthagentbench-synthetic@1.0."
+    help = "Register the benchmark versions of the task sources (idempotent, never changes one)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--tasks-dir", type=Path, default=Path(settings.BASE_DIR) / "tasks")
-        parser.add_argument("--allow-changes", action="store_true",
-                            help="apply content changes to already registered tasks")
+        parser.add_argument("--tasks-dir", type=Path, action="append", dest="sources",
+                            help="a task source (default: settings.TASK_SOURCES)")
+        parser.add_argument("--new-version", metavar="NAME@VERSION",
+                            help="first write a new version holding the packages as they are now")
 
-    def handle(self, *args, tasks_dir, allow_changes, **options):
-        from evaluation.services import benchmark_tasks_sync
+    def handle(self, *args, sources, new_version, **options):
+        from evaluation.services import benchmark_tasks_sync, benchmark_version_release
 
-        if not Path(tasks_dir).is_dir():
-            raise CommandError(f"{tasks_dir} is not a directory")
-        report = benchmark_tasks_sync(tasks_dir=Path(tasks_dir), allow_changes=allow_changes)
-        self.stdout.write("\n".join(report.lines()))
-        if not report.ok:
-            raise CommandError("some packages were not registered (see above)")
+        sources = [Path(s) for s in (sources or settings.TASK_SOURCES)]
+        for source in sources:
+            if not source.is_dir():
+                raise CommandError(f"task source {source} is not a directory")
+        if new_version:
+            if len(sources) != 1:
+                raise CommandError("--new-version needs exactly one task source (--tasks-dir)")
+            try:
+                path = benchmark_version_release(tasks_dir=sources[0], slug=new_version)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+            self.stdout.write(f"wrote {path}; commit it with the packages")
+        failed = False
+        for source in sources:
+            report = benchmark_tasks_sync(tasks_dir=source)
+            self.stdout.write("\n".join(report.lines()))
+            failed = failed or not report.ok
+        if failed:
+            raise CommandError("some packages or versions were not registered (see above)")

@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("task_dirs", nargs="*", type=Path)
-        parser.add_argument("--all", action="store_true", help="every task under TASKS_DIR")
+        parser.add_argument("--all", action="store_true", help="every task of every TASK_SOURCES directory")
         parser.add_argument(
             "--structure-only",
             action="store_true",
@@ -32,7 +32,8 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         task_dirs = list(opts["task_dirs"])
         if opts["all"]:
-            task_dirs += sorted(p.parent for p in Path(settings.TASKS_DIR).glob("*/*/task.toml"))
+            task_dirs += sorted(p.parent for source in settings.TASK_SOURCES
+                                for p in Path(source).glob("*/*/task.toml"))
         if not task_dirs:
             raise CommandError(
                 "name at least one task directory (tasks/<category>/<task_id>) or --all"
