@@ -222,6 +222,9 @@ LOGOUT_REDIRECT_URL = "leaderboard"
 # --- Submissions ---
 # Accepted submissions per user per UTC day (maintainers are exempt); enforced in the database.
 SUBMISSION_DAILY_QUOTA = env.int("SUBMISSION_DAILY_QUOTA", default=5)
+# Uploads with a larger share of trials claiming an infrastructure error are refused (the
+# submitter resumes the job instead); the ones accepted count as failures unless confirmed.
+SUBMISSION_MAX_INFRA_ERROR_SHARE = env.float("SUBMISSION_MAX_INFRA_ERROR_SHARE", default=0.05)
 # Largest accepted upload body; bigger requests get 413 before the body is read.
 SUBMISSION_MAX_UPLOAD_BYTES = env.int("SUBMISSION_MAX_UPLOAD_BYTES", default=200 * 1024 * 1024)
 # Where uploads are staged (streamed to disk, extracted, validated) before storage; private.

@@ -603,12 +603,9 @@ class _Checks:
 
     def regrade(self, trial: Trial):
         claimed = _claimed_reward(trial)
-        if trial.claimed_outcome == Outcome.INFRA_ERROR:
-            self._record(CheckKind.REGRADE, trial=trial, res=_Result(
-                CheckStatus.SKIPPED, claimed_reward=claimed,
-                reason="infrastructure error in the submitted run: not scored"))
-            self._progress()
-            return
+        # A claimed infrastructure error is graded too: the site decides what it counts as
+        # (site_outcome); having claimed no grade, it is no mismatch.
+        no_claim = trial.claimed_outcome == Outcome.INFRA_ERROR
         task_dir = task_dir_of(trial.benchmark_task)
         t0 = time.time()
         with tempfile.TemporaryDirectory(prefix="hab-regrade-") as tmp:
@@ -617,8 +614,11 @@ class _Checks:
             got = materialize_outputs(trial, task_dir, out)
             v = self.grade_outputs(trial, task_dir, out, f"t{trial.pk}-rg")
         verified = v.reward if v.reward is not None else 0.0
-        match = _same(verified, claimed)
+        match = no_claim or _same(verified, claimed)
         reason = "" if match else f"re-grade gives {verified:g}, the submission claims {claimed:g}"
+        if no_claim:
+            reason = (f"the submission reports an infrastructure error; the site grades the "
+                      f"collected output {verified:g}")
         if v.reward is None:
             reason = f"verifier gave no reward ({v.error}); counted as 0. " + reason
         if got["missing"]:

@@ -75,7 +75,7 @@ class LeaderboardListApi(_TableApi):
         verified = serializers.BooleanField()
         tie_group = serializers.IntegerField()
         provider = serializers.CharField()
-        infra_errors = serializers.IntegerField()
+        infra_errors = serializers.IntegerField(help_text="= infra_errors_confirmed")
         coverage = serializers.FloatField()
         cost_per_success_usd = serializers.FloatField(allow_null=True)
         pass_at_3 = serializers.FloatField()
@@ -85,6 +85,10 @@ class LeaderboardListApi(_TableApi):
         provenance = serializers.CharField()
         claimed_successes = serializers.IntegerField()
         flagged_trials = serializers.IntegerField()
+        infra_errors_claimed = serializers.IntegerField(
+            help_text="trials the submission reports as infrastructure errors")
+        infra_errors_confirmed = serializers.IntegerField(
+            help_text="of those, confirmed by the site (only these leave the denominator)")
 
     @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
     def get(self, request: Request) -> HttpResponse:

@@ -173,7 +173,10 @@ class LeaderboardEntry(BaseModel):
     attempts = models.PositiveIntegerField()  # scored attempts (infrastructure errors excluded)
     attempts_present = models.PositiveIntegerField()
     attempts_required = models.PositiveIntegerField()
+    # Infrastructure errors the site confirmed (they leave the denominator), and those the
+    # submission claims (unconfirmed ones count as failures).
     infra_errors = models.PositiveIntegerField(default=0)
+    infra_errors_claimed = models.PositiveIntegerField(default=0)
     timeouts = models.PositiveIntegerField(default=0)
     agent_errors = models.PositiveIntegerField(default=0)
     # The claim beside the site's count: passes the submission claims, and trials with an

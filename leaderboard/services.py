@@ -97,6 +97,7 @@ class _AgentResult:
     output_n: int = 0
     present: int = 0
     claimed_successes: int = 0
+    infra_claimed: int = 0
     flagged: int = 0
     # Beside per_task's site outcomes, in the same order: the claimed codes, and each attempt's
     # integrity flags (only tasks with a flagged attempt are listed).
@@ -256,6 +257,7 @@ def _collect_results(
             out=Sum("output_tokens", filter=scored),
             out_n=Count("output_tokens", filter=scored),
             claimed_passes=Count("pk", filter=Q(claimed_outcome=Outcome.PASSED)),
+            claimed_infra=Count("pk", filter=Q(claimed_outcome=Outcome.INFRA_ERROR)),
             **{f"a{k}": at(k, "outcome") for k in range(1, last_attempt + 1)},
             **{f"c{k}": at(k, "claimed_outcome") for k in range(1, last_attempt + 1)},
         )
@@ -266,14 +268,15 @@ def _collect_results(
     sql, params = rows.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for sub_id, task_id, cost, cost_n, dur, dur_n, out, out_n, claimed_passes, *codes in (
-                cursor.fetchall()):
+        for (sub_id, task_id, cost, cost_n, dur, dur_n, out, out_n, claimed_passes,
+             claimed_infra, *codes) in cursor.fetchall():
             r = results[sub_id]
             site, claims = codes[:last_attempt], codes[last_attempt:]
             present = [k for k, c in enumerate(site, start=1) if c is not None]
             r.per_task[task_id] = "".join(site[k - 1] for k in present)
             r.claimed[task_id] = "".join(claims[k - 1] or "" for k in present)
             r.claimed_successes += claimed_passes
+            r.infra_claimed += claimed_infra
             if (sub_id, task_id) in flagged:
                 by_attempt = flagged[(sub_id, task_id)]
                 r.flags[task_id] = [by_attempt.get(k, []) for k in present]
@@ -337,6 +340,7 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
         "attempts_present": r.present,
         "attempts_required": required,
         "infra_errors": all_codes.count(infra),
+        "infra_errors_claimed": r.infra_claimed,
         "timeouts": all_codes.count(OUTCOME_CODES[Outcome.TIMEOUT]),
         "agent_errors": all_codes.count(OUTCOME_CODES[Outcome.AGENT_ERROR]),
         "claimed_successes": r.claimed_successes,

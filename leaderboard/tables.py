@@ -52,7 +52,8 @@ def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
          "attempts", "cost_per_attempt_usd", "mean_duration_s", "mean_output_tokens", "verified",
          "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
          "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
-         "claimed_successes", "flagged_trials"),
+         "claimed_successes", "flagged_trials", "infra_errors_claimed",
+         "infra_errors_confirmed"),
         [
             (e.rank, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
              _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes, e.attempts,
@@ -61,7 +62,8 @@ def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
              e.infra_errors, _r(e.coverage), _money(e.cost_per_success_usd), _r(e.pass_at_k),
              _r(e.pass_hat_k), e.reconstructed,
              e.submitted_on.isoformat() if e.submitted_on else None,
-             provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials)
+             provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials,
+             e.infra_errors_claimed, e.infra_errors)
             for e in entries
         ],
     )

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from leaderboard.models import BenchmarkVersion
 from submissions.intake import Problem
-from submissions.models import Outcome
+from submissions.models import FLAG_INFRA_UNCONFIRMED, Outcome, site_outcome
 
 
 @dataclass
@@ -103,7 +103,8 @@ def check_upload(*, tree: Path, metadata_text: str) -> CheckedUpload:
     bv = _benchmark(meta.benchmark, out) if meta is not None else None
     if meta is None or bv is None:
         return out
-    report = validate_submission(tree, meta, _spec(bv))
+    report = validate_submission(tree, meta, _spec(bv),
+                                 max_infra_share=settings.SUBMISSION_MAX_INFRA_ERROR_SHARE)
     out.problems.extend(Problem(p.code, p.path, p.message) for p in report.problems)
     if out.problems:
         return out
@@ -149,9 +150,11 @@ def _trial_row(t, benchmark_task) -> dict:
         "benchmark_task": benchmark_task,
         "attempt": t.attempt,
         # Until the site checks it, the site's outcome is the claim (verification level
-        # "claimed"); verification replaces it (submissions.services.trial_check_record).
-        "outcome": t.outcome,
-        "success": t.outcome == Outcome.PASSED,
+        # "claimed"), except that a claimed infrastructure error is a failure until the site
+        # confirms it; verification updates it (submissions.services.trial_check_record).
+        "outcome": site_outcome(claimed=t.outcome, verified_reward=None),
+        "success": site_outcome(claimed=t.outcome, verified_reward=None) == Outcome.PASSED,
+        "flags": [FLAG_INFRA_UNCONFIRMED] if t.outcome == Outcome.INFRA_ERROR else [],
         "claimed_outcome": t.outcome,
         "claimed_success": t.outcome == Outcome.PASSED,
         "reward": t.reward,

@@ -28,17 +28,30 @@ class Outcome(models.TextChoices):
     INFRA_ERROR = "infra_error", "Infrastructure error"
 
 
-def site_outcome(*, claimed: str, verified_reward: float | None) -> str:
-    """The site's outcome of a trial from the submitter's claim and the site's re-grade.
+def site_outcome(*, claimed: str, verified_reward: float | None,
+                 infra_confirmed: bool = False) -> str:
+    """The site's outcome of a trial from the submitter's claim and the site's checks.
 
     The re-grade decides between passed and failed whenever it exists (a claimed pass whose
     output grades below 1 is a failure, a claimed failure whose output grades 1 is a pass).
-    Timeouts and agent errors stay what they are (they are failures whatever the output), and
-    without a re-grade the claim stands (the trial's verification level says so).
+    Timeouts and agent errors stay what they are (they are failures whatever the output). A
+    claimed infrastructure error is the site's to decide: it stays one (and leaves the
+    denominator) only when the site confirmed it; otherwise it is a failure, or a pass if the
+    site graded its output as one. Without a re-grade a claimed pass or failure stands (the
+    trial's verification level says so).
     """
+    if claimed == Outcome.INFRA_ERROR:
+        if infra_confirmed:
+            return Outcome.INFRA_ERROR
+        return (Outcome.PASSED if verified_reward is not None and verified_reward >= 1.0
+                else Outcome.FAILED)
     if verified_reward is None or claimed not in (Outcome.PASSED, Outcome.FAILED):
         return claimed
     return Outcome.PASSED if verified_reward >= 1.0 else Outcome.FAILED
+
+
+# Integrity flag of a trial whose claimed infrastructure error the site has not confirmed.
+FLAG_INFRA_UNCONFIRMED = "infra_unconfirmed"
 
 
 # One letter per outcome for the task matrix.
@@ -237,6 +250,9 @@ class Trial(BaseModel):
     claimed_outcome = models.CharField(max_length=20, choices=Outcome.choices)
     claimed_success = models.BooleanField()
     reward = models.FloatField(null=True)  # the claimed reward; the site's is verified_reward
+    # The site itself hit an infrastructure failure on this trial (only then does a claimed
+    # infrastructure error leave the denominator; site_outcome).
+    infra_confirmed = models.BooleanField(default=False)
     soft_metrics = models.JSONField(default=dict, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True)
     input_tokens = models.PositiveBigIntegerField(null=True)

@@ -22,6 +22,7 @@ from submissions.models import (
     Submission,
     SubmissionEvent,
     SubmissionStatus,
+    FLAG_INFRA_UNCONFIRMED,
     Trial,
     site_outcome,
 )
@@ -199,10 +200,24 @@ def trial_check_record(*, trial_id: int, flag: str, on: bool, **fields) -> None:
     row; run it inside the transaction that writes the check row (R7 in reliability-matrix).
     """
     with transaction.atomic():
-        trial = Trial.objects.select_for_update().only("flags", "claimed_outcome").get(pk=trial_id)
+        trial = Trial.objects.select_for_update().only(
+            "flags", "claimed_outcome", "verified_reward", "infra_confirmed").get(pk=trial_id)
         flags = [f for f in (trial.flags or []) if f != flag] + ([flag] if on else [])
-        if "verified_reward" in fields:
-            outcome = site_outcome(claimed=trial.claimed_outcome,
-                                   verified_reward=fields["verified_reward"])
+        if "verified_reward" in fields or "infra_confirmed" in fields:
+            outcome = site_outcome(
+                claimed=trial.claimed_outcome,
+                verified_reward=fields.get("verified_reward", trial.verified_reward),
+                infra_confirmed=fields.get("infra_confirmed", trial.infra_confirmed))
             fields.update(outcome=outcome, success=outcome == Outcome.PASSED)
         Trial.objects.filter(pk=trial_id).update(flags=flags, updated_at=timezone.now(), **fields)
+
+
+def trial_infra_confirm(*, trial_id: int) -> None:
+    """The site hit an infrastructure failure on this trial itself: its claimed infrastructure
+    error is confirmed and leaves the denominator. Idempotent; only a claimed infrastructure
+    error can be confirmed (a claimed attempt of the agent cannot be turned into one)."""
+    if not Trial.objects.filter(pk=trial_id, claimed_outcome=Outcome.INFRA_ERROR).exists():
+        raise SubmissionError("only a trial the submission reports as an infrastructure error "
+                              "can be confirmed as one")
+    trial_check_record(trial_id=trial_id, flag=FLAG_INFRA_UNCONFIRMED, on=False,
+                       infra_confirmed=True)

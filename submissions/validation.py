@@ -27,7 +27,9 @@ integrity: ``timeout_multiplier``, ``override`` (incl. a non-empty ``override_er
 ``verifier_disabled``, ``retry_policy`` (the job config retries AgentTimeoutError or
 NonZeroAgentExitCodeError trials, i.e. best-of-n);
 evidence: ``trajectory_missing``, ``trajectory_invalid``, ``artifact_missing``;
-claims: ``reward_mismatch``, ``cost_missing``, ``cost_missing_no_price``.
+claims: ``reward_mismatch``, ``cost_missing``, ``cost_missing_no_price``;
+infrastructure: ``infra_errors_too_many`` (more than ``max_infra_share`` of the trials claim an
+infrastructure error: the job is to be resumed, not uploaded with holes).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from pydantic import ValidationError
 from evaluation.graders.base import GradingInputError, load_json
 from submissions import pricing
 from submissions.harbor import (
+    INFRA_ERROR,
     PASSED,
     AgentSpec,
     ParsedTrial,
@@ -221,8 +224,13 @@ def validate_trajectory(path: Path, *, label: str) -> list[str]:
 # ------------------------------------------------------------------ the validation
 
 
+# The share of claimed infrastructure errors an upload may have (settings override it).
+DEFAULT_MAX_INFRA_SHARE = 0.05
+
+
 def validate_submission(tree_root: Path | str, metadata: SubmissionMetadata | None,
-                        spec: BenchmarkSpec) -> ValidationReport:
+                        spec: BenchmarkSpec, *,
+                        max_infra_share: float = DEFAULT_MAX_INFRA_SHARE) -> ValidationReport:
     """Validate everything and report every problem (see the module docstring for codes).
 
     ``metadata`` may be None: then ``metadata.yaml``/``.yml``/``.json`` at the tree root is
@@ -255,11 +263,36 @@ def validate_submission(tree_root: Path | str, metadata: SubmissionMetadata | No
         _check_trajectory(root, trial, problems)
         _check_artifact(root, spec, trial, problems)
         _check_claims(trial, problems)
+    _check_infra_share(trials, max_infra_share, problems)
     trials.sort(key=lambda t: (t.spec_task is None, t.spec_task or "", t.attempt, t.trial_dir))
     return ValidationReport(
         problems=problems, trials=trials, agent_config=agent, metadata=metadata,
         jobs=[j.job_dir for j in parsed.jobs],
         harbor_versions=sorted({j.harbor_version for j in parsed.jobs if j.harbor_version}))
+
+
+def _check_infra_share(trials: list[ParsedTrial], max_share: float,
+                       problems: list[Problem]) -> None:
+    """A claimed infrastructure error is a hole in the run, which the site counts as a failure
+    unless it confirms it; more than ``max_share`` of them means the run should be resumed."""
+    infra = [t for t in trials if t.outcome == INFRA_ERROR]
+    if not trials or len(infra) <= max_share * len(trials):
+        return
+    kinds = Counter(t.exception_type or "no reward recorded" for t in infra)
+    by_job: dict[str, list[str]] = defaultdict(list)
+    for t in infra:
+        if t.exception_type and t.exception_type not in by_job[t.job_dir]:
+            by_job[t.job_dir].append(t.exception_type)
+    commands = "; ".join(
+        f"harbor job resume -p {job}" + "".join(f" -f {e}" for e in sorted(errors))
+        for job, errors in sorted(by_job.items())) or "harbor job resume -p <job dir>"
+    problems.append(Problem(
+        "infra_errors_too_many", sorted(by_job)[0] if by_job else infra[0].job_dir,
+        f"{len(infra)} of {len(trials)} trials ({len(infra) / len(trials):.0%}) ended in an "
+        f"infrastructure error ({', '.join(f'{k} x{n}' for k, n in sorted(kinds.items()))}); "
+        f"at most {max_share:.0%} are accepted. Resume the job so those trials run again "
+        f"(Harbor 0.2x: `{commands}`; -f removes the trials that ended with that error before "
+        f"resuming), then upload the job directory again."))
 
 
 def _metadata_from_tree(root: Path, problems: list[Problem]) -> SubmissionMetadata | None:

@@ -16,7 +16,7 @@ from leaderboard.models import (
     Group,
     Harness,
 )
-from submissions.models import Outcome, Submission, SubmissionStatus, Trial
+from submissions.models import Outcome, Submission, SubmissionStatus, Trial, site_outcome
 
 
 class BenchmarkVersionFactory(factory.django.DjangoModelFactory):
@@ -124,12 +124,25 @@ CODES = {"P": Outcome.PASSED, "F": Outcome.FAILED, "T": Outcome.TIMEOUT,
 
 def published_submission(agent: Agent, tasks: list[BenchmarkTask], outcomes: list[str],
                          cost: Decimal = Decimal("1.0000"), duration_s: float = 600.0,
-                         output_tokens: int = 10_000, **kwargs) -> Submission:
-    """A published submission whose task i has attempts given by outcomes[i], e.g. "PFT"."""
+                         output_tokens: int = 10_000, infra_confirmed: bool = True,
+                         **kwargs) -> Submission:
+    """A published submission whose task i has attempts given by outcomes[i], e.g. "PFT".
+
+    The codes are the claims; the site's outcome follows ``site_outcome`` without a re-grade.
+    "I" is an infrastructure error the site confirmed unless ``infra_confirmed`` is False.
+    """
     sub = SubmissionFactory(agent=agent, benchmark_version=tasks[0].benchmark_version, **kwargs)
+
+    def site(c):
+        return site_outcome(claimed=CODES[c], verified_reward=None,
+                            infra_confirmed=infra_confirmed)
+
     Trial.objects.bulk_create([
-        Trial(submission=sub, benchmark_task=t, attempt=i + 1, outcome=CODES[c],
-              success=c == "P", claimed_outcome=CODES[c], claimed_success=c == "P", reward=1.0 if c == "P" else 0.0, cost_usd=cost,
+        Trial(submission=sub, benchmark_task=t, attempt=i + 1, outcome=site(c),
+              success=site(c) == Outcome.PASSED, claimed_outcome=CODES[c],
+              claimed_success=c == "P", infra_confirmed=c == "I" and infra_confirmed,
+              flags=["infra_unconfirmed"] if c == "I" and not infra_confirmed else [],
+              reward=(1.0 if c == "P" else 0.0) if c != "I" else None, cost_usd=cost,
               duration_s=duration_s, output_tokens=output_tokens)
         for t, codes in zip(tasks, outcomes, strict=True) for i, c in enumerate(codes)
     ])

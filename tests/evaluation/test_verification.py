@@ -97,9 +97,12 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
     assert bv.tasks.count() == 7
     with transaction.atomic():
         honest = vs.make_submission(bv, outputs=oracle)
+        # One output tampered; one trial reported as an infrastructure error although its
+        # output is there (the site grades it and decides).
         tampered = vs.make_submission(
             bv, outputs=oracle, replace={(CT, 2): {"/workspace/submission.json":
-                                                   _wrong_ct_answer(oracle)}})
+                                                   _wrong_ct_answer(oracle)}},
+            claims={(PATH, 3): "infra"})
         verification_enqueue(submission=honest)
         verification_enqueue(submission=tampered)
     honest = _wait_final(honest, on_worker)
@@ -117,10 +120,14 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
 
     assert tampered.status == "discrepancy", _job(tampered).summary
     assert not tampered.is_verified
-    flagged = [t for t in tampered.trials.all() if t.flags]
+    flagged = [t for t in tampered.trials.all() if "regrade_mismatch" in t.flags]
     assert [(t.benchmark_task.name, t.attempt) for t in flagged] == [(CT, 2)]
     assert flagged[0].flags == ["regrade_mismatch"]
     assert flagged[0].reward == 1.0 and flagged[0].verified_reward == 0.0
+    assert (flagged[0].outcome, flagged[0].claimed_outcome) == ("failed", "passed")
+    infra = tampered.trials.get(benchmark_task__name=PATH, attempt=3)
+    assert (infra.claimed_outcome, infra.outcome, infra.verified_reward, infra.flags) == (
+        "infra_error", "passed", 1.0, ["infra_unconfirmed"])
     assert _job(tampered).summary["regrade"]["mismatched_trials"] == [flagged[0].pk]
     # Each check written exactly once.
     assert set(TrialCheck.objects.values_list("executions", flat=True)) == {1}

@@ -222,7 +222,8 @@ def make_submission(bv, *, outputs: dict[str, Path], harness: str = "oracle", at
     """A stored submission of `attempts` trials per task.
 
     outputs: task name -> directory holding the oracle's outputs (workspace/...).
-    claims: (task, attempt) -> claimed reward (default 1.0).
+    claims: (task, attempt) -> claimed reward (default 1.0), or "infra" for a trial the
+    submission reports as an infrastructure error (no reward; site outcome as at intake).
     replace: (task, attempt) -> {container path: bytes} replacing the stored output.
     trajectories: (task, attempt) -> ATIF dict stored as agent/trajectory.json.
     extra_files: (task, attempt) -> {trial-relative path: bytes} stored beside the outputs.
@@ -233,7 +234,13 @@ def make_submission(bv, *, outputs: dict[str, Path], harness: str = "oracle", at
 
     from evaluation import runner
     from leaderboard.models import Agent, AIModel, Harness
-    from submissions.models import Outcome, Submission, Trial
+    from submissions.models import (
+        FLAG_INFRA_UNCONFIRMED,
+        Outcome,
+        Submission,
+        Trial,
+        site_outcome,
+    )
 
     claims, replace = claims or {}, replace or {}
     trajectories, extra_files = trajectories or {}, extra_files or {}
@@ -273,12 +280,17 @@ def make_submission(bv, *, outputs: dict[str, Path], harness: str = "oracle", at
                 default_storage.save(f"{prefix}/{traj_path}",
                                      ContentFile(json.dumps(traj).encode()))
             reward = claims.get((task.name, attempt), 1.0)
+            if reward == "infra":
+                claimed, reward = Outcome.INFRA_ERROR, None
+            else:
+                claimed = Outcome.PASSED if reward >= 1 else Outcome.FAILED
+            outcome = site_outcome(claimed=claimed, verified_reward=None)
             rows.append(Trial(
                 submission=sub, benchmark_task=task, attempt=attempt,
-                outcome=Outcome.PASSED if reward >= 1 else Outcome.FAILED,
-                success=reward >= 1,
-                claimed_outcome=Outcome.PASSED if reward >= 1 else Outcome.FAILED,
-                claimed_success=reward >= 1, reward=reward, trial_dir=trial_dir,
+                outcome=outcome, success=outcome == Outcome.PASSED,
+                claimed_outcome=claimed, claimed_success=claimed == Outcome.PASSED,
+                reward=reward, trial_dir=trial_dir,
+                flags=[FLAG_INFRA_UNCONFIRMED] if claimed == Outcome.INFRA_ERROR else [],
                 trajectory_path=traj_path, artifact_paths=paths))
     Trial.objects.bulk_create(rows)
     Submission.objects.filter(pk=sub.pk).update(trials_total=len(rows))

@@ -28,10 +28,12 @@ def test_it_pools_success_over_attempts_with_a_clustered_interval(two_agents):
 
 
 def test_infrastructure_errors_leave_the_denominator_but_count_as_present(two_agents):
+    """Beta's infrastructure error is one the site confirmed (conftest)."""
     bv, *_ = two_agents
     leaderboard_recompute(benchmark_version=bv)
     b = _entries(bv)["beta"]
     assert (b.successes, b.attempts, b.attempts_present, b.infra_errors) == (2, 14, 15, 1)
+    assert b.infra_errors_claimed == 1
     assert b.success_rate == pytest.approx(2 / 14)
     assert b.coverage == 1.0
     # cost mean over the 14 scored attempts of $1 each
@@ -182,3 +184,38 @@ def test_a_claimed_pass_that_regrades_as_a_failure_counts_as_a_failure(small_ben
     first = Trial.objects.get(pk=trials[tasks[0].pk, 1])
     assert (first.outcome, first.success, first.claimed_outcome, first.claimed_success) == (
         "failed", False, "passed", True)
+
+
+def test_an_unconfirmed_infrastructure_error_counts_as_a_failure_until_the_site_confirms_it(
+        small_benchmark):
+    from submissions.models import Trial
+    from submissions.services import SubmissionError, trial_check_record, trial_infra_confirm
+
+    bv, tasks = small_benchmark
+    sub = published_submission(AgentFactory(slug="u"), tasks[:2], ["PFI", "PII"],
+                               infra_confirmed=False)
+    leaderboard_recompute(benchmark_version=bv)
+    e = _entries(bv)["u"]
+    # Renaming failures as infrastructure errors removes nothing from the denominator.
+    assert (e.successes, e.attempts, e.infra_errors, e.infra_errors_claimed) == (2, 6, 0, 3)
+    assert e.flagged_trials == 3 and e.claimed_successes == 2
+    cells = {c.benchmark_task_id: c for c in TaskCell.objects.filter(entry=e)}
+    assert (cells[tasks[1].pk].outcomes, cells[tasks[1].pk].claimed_outcomes) == ("PFF", "PII")
+    assert cells[tasks[1].pk].flags == [[], ["infra_unconfirmed"], ["infra_unconfirmed"]]
+
+    claimed_infra = list(Trial.objects.filter(submission=sub, claimed_outcome="infra_error")
+                         .order_by("benchmark_task__position", "attempt"))
+    # The site confirms one (it hit the failure itself) and grades another's output as a pass.
+    trial_infra_confirm(trial_id=claimed_infra[0].pk)
+    trial_check_record(trial_id=claimed_infra[1].pk, flag="regrade_mismatch", on=False,
+                       verified_reward=1.0)
+    with pytest.raises(SubmissionError):  # a claimed attempt cannot be turned into one
+        trial_infra_confirm(trial_id=Trial.objects.get(submission=sub, benchmark_task=tasks[0],
+                                                       attempt=2).pk)
+    leaderboard_recompute(benchmark_version=bv)
+    e = _entries(bv)["u"]
+    assert (e.successes, e.attempts, e.infra_errors, e.infra_errors_claimed) == (3, 5, 1, 3)
+    confirmed = Trial.objects.get(pk=claimed_infra[0].pk)
+    assert (confirmed.outcome, confirmed.infra_confirmed, confirmed.flags) == (
+        "infra_error", True, [])
+    assert Trial.objects.get(pk=claimed_infra[1].pk).outcome == "passed"

@@ -729,3 +729,23 @@ def test_private_key_double_escaped_in_a_json_tool_argument(tmp_path):
     assert PEM_BODY not in text and PEM_BODY[::-1] not in text
     payload = json.loads(json.loads(text)["steps"][0]["arguments"]["payload"])
     assert payload == {"key": "[REDACTED:private_key]"}
+
+
+def test_more_than_the_allowed_share_of_infra_errors_is_refused_with_resume_advice(tmp_path, spec):
+    t = sorted(spec.tasks)
+    one = {(t[0], 1): "EnvironmentStartTimeoutError"}
+    _build(tmp_path / "one", spec, exceptions=one)
+    assert "infra_errors_too_many" not in _codes(
+        validate_submission(tmp_path / "one", _meta(), spec))  # 1 of 21 <= 5%
+    two = {**one, (t[1], 2): "AgentSetupTimeoutError"}
+    job = _build(tmp_path / "two", spec, exceptions=two)
+    report = validate_submission(tmp_path / "two", _meta(), spec)
+    [problem] = [p for p in report.problems if p.code == "infra_errors_too_many"]
+    job_rel = job.job_dir.relative_to(tmp_path / "two").as_posix()
+    assert problem.path == job_rel
+    assert "2 of 21 trials (10%)" in problem.message and "at most 5%" in problem.message
+    assert (f"harbor job resume -p {job_rel} -f AgentSetupTimeoutError "
+            "-f EnvironmentStartTimeoutError") in problem.message
+    # The share is a setting: a site allowing 10% accepts the same upload.
+    assert "infra_errors_too_many" not in _codes(
+        validate_submission(tmp_path / "two", _meta(), spec, max_infra_share=0.10))
