@@ -8,12 +8,14 @@ Decisions:
 - Only the first 50 *distinct* ids count: a repeated id is skipped and does not use up a slot.
   Ids after the 50th distinct one are ignored.
 - Ids are compared exactly (case-sensitive, surrounding spaces trimmed).
-- If the answer has "all_trials" (every trial of the corpus), a ranked id outside it is a
-  GradingInputError (unknown trial id). Without it, unknown ids simply do not match.
+- A ranked id that is no trial of the corpus matches nothing and still takes its slot, like any
+  wrong id; with the answer's "all_trials" (every trial of the corpus) such ids are reported as
+  `unknown_ids`. (They used to be a GradingInputError, which rejected a ranking that merely
+  contained a wrong id instead of grading it.)
 - An answer with no eligible trials is a GradingInputError (recall would be undefined).
 """
 
-from .base import GradeResult, GradingInputError, expect_list, expect_object, expect_str, load_json, ratio, short
+from .base import GradeResult, GradingInputError, expect_list, expect_object, expect_str, load_json, ratio
 
 CATEGORY = "clinical-trial-matching"
 K = 50
@@ -40,13 +42,6 @@ def top_k_distinct(ranked, k=K):
 
 
 def score(eligible, ranked, *, all_trials=None, label="submission"):
-    if all_trials is not None:
-        unknown = [t for t in dict.fromkeys(ranked) if t not in all_trials]
-        if unknown:
-            raise GradingInputError(
-                f"{label}: unknown trial id(s): {', '.join(short(t) for t in unknown[:5])}"
-                + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-            )
     eligible = set(eligible)
     top = set(top_k_distinct(ranked))
     found = len(eligible & top)
@@ -59,6 +54,8 @@ def score(eligible, ranked, *, all_trials=None, label="submission"):
         "ranked_distinct": distinct,
         "duplicate_ids": len(ranked) - distinct,
     }
+    if all_trials is not None:
+        metrics["unknown_ids"] = sum(1 for t in set(ranked) if t not in all_trials)
     return GradeResult(passed=found == len(eligible), metrics=metrics)
 
 

@@ -9,8 +9,10 @@ Decisions:
   any other value (true/false, 1/0, "maybe") is a GradingInputError naming the finding.
 - A finding of the answer that the submission does not label counts as wrong (the attempt fails,
   metric `missing`); it is not an input error.
-- A label for a finding that is not in the answer (unknown finding name) is a GradingInputError:
-  names must match the answer's exactly.
+- A label for a finding that is not in the answer (an abnormality the task did not list) is
+  ignored and reported as `extra_findings`: every listed one must still be labelled right under
+  its exact name. (It used to be a GradingInputError, which rejected an otherwise correct
+  labelling for saying more than was asked.)
 - An answer with no findings is a GradingInputError (accuracy would be undefined).
 """
 
@@ -39,12 +41,6 @@ def _labels(document, *, label, where):
 
 
 def score(gold, predicted):
-    unknown = sorted(set(predicted) - set(gold))
-    if unknown:
-        raise GradingInputError(
-            f"unknown finding(s) not in the answer: {', '.join(short(u) for u in unknown[:5])}"
-            + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        )
     correct = sum(1 for finding, value in gold.items() if predicted.get(finding) == value)
     missing = sum(1 for finding in gold if finding not in predicted)
     false_pos = sum(1 for f, v in gold.items() if v == "no" and predicted.get(f) == "yes")
@@ -57,6 +53,7 @@ def score(gold, predicted):
         "missing": missing,
         "false_positives": false_pos,
         "false_negatives": false_neg,
+        "extra_findings": len(set(predicted) - set(gold)),
     }
     return GradeResult(passed=correct == total, metrics=metrics)
 

@@ -6,13 +6,16 @@ Passes when recall == 1.0 and precision > 0.01.
 
 Decisions:
 - Rows are identified by (table, row_id). row_id may be an integer or a string and is compared
-  by its text form, so 17 and "17" are the same row. Extra keys in an entry (e.g. "reason",
+  by its text form, so 17 and "17" are the same row; an integral JSON number written as 17.0 is
+  the number 17 (JSON does not tell them apart). Extra keys in an entry (e.g. "reason",
   "error_type") are allowed and ignored.
 - Duplicate flagged rows count once (precision is over distinct rows).
 - precision > 0.01 is decided in integers (100 * tp > flagged), so exactly 0.01 fails.
-- Unknown tables are a GradingInputError. The known tables are the answer's optional "tables"
-  list (all tables of the task, recommended) or, without it, the tables that appear in
-  "error_rows".
+- A flagged row of a table without errors is a false positive, whatever the table: the answer's
+  optional "tables" list (all tables of the task) is not needed to grade it. (It used to be a
+  GradingInputError when the answer had no "tables", so a correct audit that also flagged a row of
+  a clean table was rejected instead of graded.) Flagged rows outside the answer's "tables", when
+  it has one, are reported as `flagged_unknown_tables`, and count as false positives too.
 - An answer with no error rows is a GradingInputError (recall would be undefined).
 - An empty submission is gradable: recall 0, precision 0, fail.
 """
@@ -35,6 +38,8 @@ def _row_key(entry, *, label, where):
     entry = expect_object(entry, label=label, where=where, required=("table", "row_id"))
     table = expect_str(entry["table"], label=label, where=f"{where}.table")
     row_id = entry["row_id"]
+    if isinstance(row_id, float) and row_id.is_integer():
+        row_id = int(row_id)  # 17.0 is the JSON number 17
     if isinstance(row_id, bool) or not isinstance(row_id, (int, str)):
         raise GradingInputError(f"{label}: {where}.row_id must be an integer or a string")
     if isinstance(row_id, str):
@@ -50,12 +55,6 @@ def _rows(value, *, label, key):
 
 
 def score(gold, flagged, *, tables=None, label="submission"):
-    known = set(tables) if tables is not None else {table for table, _ in gold}
-    unknown = sorted({table for table, _ in flagged} - known)
-    if unknown:
-        raise GradingInputError(
-            f"{label}: flagged rows of unknown table(s): {', '.join(short(t) for t in unknown[:5])}"
-        )
     tp = len(gold & flagged)
     n_flagged = len(flagged)
     passed = tp == len(gold) and 100 * tp > n_flagged
@@ -68,6 +67,8 @@ def score(gold, flagged, *, tables=None, label="submission"):
         "error_rows": len(gold),
         "flagged_rows": n_flagged,
     }
+    if tables is not None:
+        metrics["flagged_unknown_tables"] = sum(1 for t, _ in flagged if t not in set(tables))
     return GradeResult(passed=passed, metrics=metrics)
 
 

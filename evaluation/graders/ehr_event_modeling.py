@@ -13,7 +13,9 @@ Decisions:
 - Scores are finite JSON numbers (not booleans), ranked as float64.
 - A held-out patient without a score fails the attempt (metric `missing_predictions`); it is not
   an input error. AUROC over the scored patients is still reported when defined.
-- A score for a patient who is not in the answer is a GradingInputError (unknown patient id).
+- A score for a patient who is not held out (e.g. the training patients, scored with the same
+  model) is ignored and reported as `extra_predictions`. (It used to be a GradingInputError,
+  which rejected a complete set of held-out scores for including more patients.)
 - An answer whose labels are all one class is a GradingInputError (AUROC undefined).
 """
 
@@ -75,12 +77,6 @@ def baseline_fraction(value):
 
 
 def score(labels, predictions, baseline):
-    unknown = [pid for pid in predictions if pid not in labels]
-    if unknown:
-        raise GradingInputError(
-            f"predictions for unknown patient id(s): {', '.join(short(p) for p in unknown[:5])}"
-            + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        )
     scored = [pid for pid in labels if pid in predictions]
     missing = len(labels) - len(scored)
     metrics = {
@@ -88,6 +84,7 @@ def score(labels, predictions, baseline):
         "patients": len(labels),
         "scored_patients": len(scored),
         "missing_predictions": missing,
+        "extra_predictions": sum(1 for pid in predictions if pid not in labels),
     }
     passed = False
     y = [labels[pid] for pid in scored]

@@ -10,8 +10,11 @@ Decisions:
 - Both sets empty: F1 = 1 (pass). Precision/recall with a zero denominator are reported as 1.0
   when both sets are empty and 0.0 otherwise.
 - Duplicate tiles count once (the sets are what is graded).
-- A tile must be a 2-element array of integers inside the grid (0 <= row < R, 0 <= col < C);
-  anything else, in either file, is a GradingInputError.
+- A tile is a 2-element array of integers; an integral JSON number written as 3.0 is the number
+  3 (JSON does not tell them apart). Anything else, in either file, is a GradingInputError.
+- A submitted tile outside the grid covers no tumour: it is a false positive (reported as
+  `outside_grid`), not an input error, since it is an answer, only a wrong one. Answer tiles must
+  lie inside the grid.
 """
 
 from fractions import Fraction
@@ -39,15 +42,19 @@ def f1_fraction(tp, fp, fn):
     return Fraction(2 * tp, denominator)
 
 
-def _tiles(value, *, label, where, rows, cols):
+def _integral(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _tiles(value, *, label, where, rows, cols, outside_ok=False):
     tiles = set()
     for index, tile in enumerate(expect_list(value, label=label, where=where)):
         item = f"{where}[{index}]"
         if not isinstance(tile, list) or len(tile) != 2:
             raise GradingInputError(f"{label}: {item} must be a [row, col] pair of integers")
-        row = expect_int(tile[0], label=label, where=f"{item} row")
-        col = expect_int(tile[1], label=label, where=f"{item} col")
-        if not (0 <= row < rows and 0 <= col < cols):
+        row = expect_int(_integral(tile[0]), label=label, where=f"{item} row")
+        col = expect_int(_integral(tile[1]), label=label, where=f"{item} col")
+        if not outside_ok and not (0 <= row < rows and 0 <= col < cols):
             raise GradingInputError(
                 f"{label}: {item} = [{row}, {col}] is outside the {rows}x{cols} tile grid"
             )
@@ -55,7 +62,7 @@ def _tiles(value, *, label, where, rows, cols):
     return tiles
 
 
-def score(gold, predicted):
+def score(gold, predicted, *, grid=None):
     """Metrics and verdict for two sets of tiles."""
     tp = len(gold & predicted)
     fp = len(predicted - gold)
@@ -72,6 +79,9 @@ def score(gold, predicted):
         "answer_tiles": len(gold),
         "submitted_tiles": len(predicted),
     }
+    if grid is not None:
+        metrics["outside_grid"] = sum(1 for r, c in predicted
+                                      if not (0 <= r < grid[0] and 0 <= c < grid[1]))
     return GradeResult(passed=f1 >= F1_THRESHOLD, metrics=metrics)
 
 
@@ -97,6 +107,7 @@ def grade(answer_path, submission_path, **options):
         required=("tumor_tiles",),
     )
     predicted = _tiles(
-        submission["tumor_tiles"], label=submission_label, where='"tumor_tiles"', rows=rows, cols=cols
+        submission["tumor_tiles"], label=submission_label, where='"tumor_tiles"', rows=rows,
+        cols=cols, outside_ok=True,
     )
-    return score(gold, predicted)
+    return score(gold, predicted, grid=(rows, cols))
