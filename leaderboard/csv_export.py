@@ -36,8 +36,18 @@ def _lines(table: Table) -> Iterator[str]:
         yield writer.writerow([neutralise(v) for v in row])
 
 
+def header_line(columns: tuple[str, ...]) -> str:
+    return csv.writer(_Echo()).writerow(columns)
+
+
 def csv_response(table: Table, filename: str) -> StreamingHttpResponse:
     return _headers(StreamingHttpResponse(_lines(table), content_type="text/csv; charset=utf-8"),
+                    filename)
+
+
+def csv_stream_response(chunks: Iterator[bytes], filename: str) -> StreamingHttpResponse:
+    """Already-formatted CSV bytes (PostgreSQL COPY, leaderboard/csv_copy.py)."""
+    return _headers(StreamingHttpResponse(chunks, content_type="text/csv; charset=utf-8"),
                     filename)
 
 

@@ -123,6 +123,13 @@ def _windowed(qs: QuerySet, window: EntryWindow) -> QuerySet:
     return qs
 
 
+def entries_for_export(
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+) -> QuerySet:
+    """The entries a CSV covers (every one matching the filters), as a queryset to embed."""
+    return _entries(benchmark_version, filters)
+
+
 def leaderboard_rows(
     *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
 ) -> list[LeaderboardEntry]:
@@ -287,7 +294,8 @@ def trial_rows(
     sub_ids = list(_entries(benchmark_version, filters).values_list("submission_id", flat=True))
     return (
         Trial.objects.filter(submission_id__in=sub_ids)
-        .order_by("submission__agent__display_name", "benchmark_task__position", "attempt")
+        .order_by("submission__agent__display_name", "benchmark_task__position", "attempt",
+                  "submission_id")
         .values_list(
             "submission__agent__display_name", "benchmark_task__name",
             "benchmark_task__category__slug", "attempt", "outcome", "success", "cost_usd",

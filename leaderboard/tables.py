@@ -143,6 +143,12 @@ def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table
     return Table("trials", TRIAL_COLUMNS, rows)
 
 
+# outcomes are the site's codes per attempt; claimed_outcomes the submission's; flags one
+# ";"-list per attempt, attempts separated by "|".
+TASK_MATRIX_COLUMNS = ("agent", "task", "category", "outcomes", "successes", "provenance",
+                       "claimed_outcomes", "flags")
+
+
 def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     tasks, entries = selectors.task_matrix(benchmark_version=bv, filters=filters)
     rows = []
@@ -153,10 +159,7 @@ def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
                          provenance(e.reconstructed, e.verified),
                          cell.claimed_outcomes if cell else "",
                          "|".join(flags_text(f) for f in cell.flags) if cell else ""))
-    # outcomes are the site's codes per attempt; claimed_outcomes the submission's; flags one
-    # ";"-list per attempt, attempts separated by "|".
-    return Table("task_matrix", ("agent", "task", "category", "outcomes", "successes",
-                                 "provenance", "claimed_outcomes", "flags"), rows)
+    return Table("task_matrix", TASK_MATRIX_COLUMNS, rows)
 
 
 def tasks_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:

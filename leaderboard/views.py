@@ -9,9 +9,9 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from leaderboard import charts, selectors, tables
+from leaderboard import charts, csv_copy, selectors, tables
 from leaderboard.caching import cached_response
-from leaderboard.csv_export import csv_bytes_response, csv_response
+from leaderboard.csv_export import csv_bytes_response, csv_response, csv_stream_response
 from leaderboard.tables import PROVENANCE_NOTE
 
 # Tables built whole and cached (a row per agent or fewer); the per-trial and per-cell ones
@@ -256,6 +256,11 @@ def download_csv(request: HttpRequest, table: str) -> HttpResponse:
     if table in CACHED_TABLES:
         return _download_cached_csv(request, table)
     bv, filters = _params(request)
+    if table in csv_copy.COPY_TABLES and csv_copy.supported():
+        # PostgreSQL formats and streams the large tables itself (COPY); SQLite uses Python.
+        columns, build_sql = csv_copy.COPY_TABLES[table]
+        return csv_stream_response(csv_copy.copy_lines(columns, *build_sql(bv, filters)),
+                                   f"{table}.csv")
     return csv_response(tables.TABLES[table](bv, filters), f"{table}.csv")
 
 

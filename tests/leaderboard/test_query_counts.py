@@ -24,8 +24,11 @@ PAGES = {
     "/categories.csv": 1 + 3,          # version, categories, entries, category entries
     "/groups.csv": 1 + 1,              # version, entries
     "/harness-families.csv": 1 + 1,    # version, aggregates
-    "/trials.csv": 1 + 2,              # version, submission ids, streamed trials
-    "/task-matrix.csv": 1 + 3,         # version, tasks, entries, cells
+    # SQLite: version, submission ids, streamed trials. PostgreSQL: version, then one COPY
+    # statement (leaderboard/csv_copy.py), which Django's query capture does not see.
+    "/trials.csv": {"sqlite": 1 + 2, "postgresql": 1},
+    # SQLite: version, tasks, entries, cells. PostgreSQL: version, then one COPY statement.
+    "/task-matrix.csv": {"sqlite": 1 + 3, "postgresql": 1},
     "/tasks.csv": 1 + 2,               # version, tasks, cell totals
     "/api/v1/leaderboard/": 1 + 1,
     "/api/v1/categories/": 1 + 3,
@@ -58,7 +61,10 @@ def test_query_count_is_the_same_for_1_and_for_n_agents(path, client, small_benc
     one = _count(client, path)
     _add_agents(bv, tasks, 6)
     many = _count(client, path)
-    assert one == many == PAGES[path], (path, one, many)
+    expected = PAGES[path]
+    if isinstance(expected, dict):
+        expected = expected[connection.vendor]
+    assert one == many == expected, (path, one, many)
 
 
 def test_agent_and_task_pages_have_fixed_query_counts(client, small_benchmark):

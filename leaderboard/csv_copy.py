@@ -1,0 +1,137 @@
+"""The large CSVs (/trials.csv, /task-matrix.csv) streamed by PostgreSQL itself: ``COPY (SELECT
+...) TO STDOUT WITH (FORMAT csv)`` through psycopg, one row at a time, so memory stays flat and
+no row is formatted in Python.
+
+The SELECT produces exactly the text the Python path (tables.py + csv_export, kept for SQLite)
+writes: text cells neutralised against spreadsheet formulas in SQL (a leading = + - @ tab or
+CR gets a single quote), empty text as NULL (COPY would quote an empty string, csv.writer does
+not), booleans as true/false, floats in Python's repr (an integral float keeps its ".0"), CRLF
+line ends. tests/leaderboard/test_csv_copy.py asserts identical bytes from both paths. The one
+known difference: a text cell that is exactly ``\\.`` is quoted by COPY and not by csv.writer
+(the same value once parsed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.db import connection
+
+from leaderboard import selectors
+from leaderboard.csv_export import header_line
+from leaderboard.models import BenchmarkVersion
+from leaderboard.tables import RECONSTRUCTED, TASK_MATRIX_COLUMNS, TRIAL_COLUMNS
+
+
+def supported() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _text(expr: str) -> str:
+    """A text cell as csv_export.neutralise writes it."""
+    return (f"CASE WHEN left({expr}, 1) IN ('=', '+', '-', '@', E'\\t', E'\\r') "
+            f"THEN '''' || {expr} ELSE NULLIF({expr}, '') END")
+
+
+def _bool(expr: str) -> str:
+    return f"CASE WHEN {expr} THEN 'true' WHEN NOT {expr} THEN 'false' END"
+
+
+def _float(expr: str) -> str:
+    """Python's repr of a float: PostgreSQL prints the same shortest digits, but an integral
+    value without the ".0"."""
+    return (f"CASE WHEN {expr} = trunc({expr}) AND abs({expr}) < 1e15 "
+            f"THEN trunc({expr})::numeric::text || '.0' ELSE ({expr})::float8::text END")
+
+
+def _provenance(reconstructed: str, verified: str) -> str:
+    return (f"CASE WHEN {reconstructed} THEN '{RECONSTRUCTED}' WHEN {verified} THEN 'verified' "
+            "ELSE 'submitted' END")
+
+
+def _flags_text(expr: str) -> str:
+    """tables.flags_text: a JSON list of flags joined with ';'."""
+    return (f"array_to_string(ARRAY(SELECT x.v FROM jsonb_array_elements_text({expr}) "
+            "WITH ORDINALITY AS x(v, i) ORDER BY x.i), ';')")
+
+
+def _entry_ids(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[str, tuple]:
+    qs = selectors.entries_for_export(benchmark_version=bv, filters=filters)
+    return qs.values("pk").order_by().query.sql_with_params()
+
+
+def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[str, tuple]:
+    """The rows of tables.trials_table, in its order."""
+    ids_sql, ids_params = _entry_ids(bv, filters)
+    select = ", ".join([
+        _text("a.display_name"), _text("bt.name"), _text("c.slug"), "t.attempt",
+        _text("t.outcome"), _bool("t.success"), _float("t.cost_usd"), _float("t.duration_s"),
+        "t.output_tokens", _provenance("s.is_reconstructed", "s.is_verified"),
+        _text("t.claimed_outcome"), _bool("t.claimed_success"), _float("t.reward"),
+        _float("t.verified_reward"),
+        "CASE WHEN s.is_reconstructed THEN 'reconstructed' WHEN t.verified_reward IS NOT NULL "
+        "THEN 're-graded' ELSE 'claimed' END",
+        _text(_flags_text("t.flags")), "t.submission_id",
+    ])
+    sql = (
+        f"SELECT {select} FROM submissions_trial t "
+        "JOIN leaderboard_leaderboardentry e ON e.submission_id = t.submission_id "
+        "JOIN submissions_submission s ON s.id = t.submission_id "
+        "JOIN leaderboard_agent a ON a.id = s.agent_id "
+        "JOIN leaderboard_benchmarktask bt ON bt.id = t.benchmark_task_id "
+        "JOIN leaderboard_category c ON c.id = bt.category_id "
+        f"WHERE e.id IN ({ids_sql}) "
+        "ORDER BY a.display_name, bt.position, t.attempt, t.submission_id"
+    )
+    return sql, ids_params
+
+
+def task_matrix_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[str, tuple]:
+    """The rows of tables.task_matrix_table (every entry x every task), in its order."""
+    ids_sql, ids_params = _entry_ids(bv, filters)
+    cell_flags = ("array_to_string(ARRAY(SELECT " + _flags_text("x.f") + " FROM "
+                  "jsonb_array_elements(cell.flags) WITH ORDINALITY AS x(f, i) ORDER BY x.i), "
+                  "'|')")
+    select = ", ".join([
+        _text("a.display_name"), _text("bt.name"), _text("c.slug"), _text("cell.outcomes"),
+        "COALESCE(cell.successes, 0)", _provenance("e.reconstructed", "e.verified"),
+        _text("cell.claimed_outcomes"), _text(f"COALESCE({cell_flags}, '')"),
+    ])
+    sql = (
+        f"SELECT {select} FROM leaderboard_leaderboardentry e "
+        "JOIN leaderboard_agent a ON a.id = e.agent_id "
+        "CROSS JOIN leaderboard_benchmarktask bt "
+        "JOIN leaderboard_category c ON c.id = bt.category_id "
+        "LEFT JOIN leaderboard_taskcell cell ON cell.entry_id = e.id "
+        "AND cell.benchmark_task_id = bt.id "
+        f"WHERE e.id IN ({ids_sql}) AND bt.benchmark_version_id = %s "
+        "ORDER BY e.rank, a.display_name, e.id, bt.position, bt.name"
+    )
+    return sql, (*ids_params, bv.pk)
+
+
+# Table name -> (columns, SQL builder) of the CSVs PostgreSQL streams itself.
+COPY_TABLES = {
+    "trials": (TRIAL_COLUMNS, trials_sql),
+    "task-matrix": (TASK_MATRIX_COLUMNS, task_matrix_sql),
+}
+
+
+def copy_lines(columns: tuple[str, ...], sql: str, params: tuple) -> Iterator[bytes]:
+    """The header as csv.writer writes it, then COPY's rows in blocks of about 256 KiB."""
+    yield header_line(columns).encode()
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)", params) as copy:
+        block: list[bytes] = []
+        size = 0
+        # libpq hands over exactly one row per read: its final "\n" becomes csv.writer's "\r\n"
+        # (a newline inside a quoted cell stays as it is, as csv.writer leaves it).
+        for row in copy:
+            row = bytes(row)
+            block.append(row[:-1] + b"\r\n")
+            size += len(row)
+            if size >= 256 * 1024:
+                yield b"".join(block)
+                block, size = [], 0
+        if block:
+            yield b"".join(block)
