@@ -96,12 +96,15 @@ def _benchmark(slug: str, out: CheckedUpload) -> BenchmarkVersion | None:
 def check_upload(*, tree: Path, metadata_text: str) -> CheckedUpload:
     """Every problem of an extracted upload, or the rows to create. Redacts secrets in place."""
     from submissions.secrets import scan_and_redact
-    from submissions.validation import validate_submission
+    from submissions.validation import validate_jobs, validate_submission
 
     out = CheckedUpload()
     meta = _metadata(tree, metadata_text, out)
     bv = _benchmark(meta.benchmark, out) if meta is not None else None
     if meta is None or bv is None:
+        # No benchmark version to check against: still report everything wrong with the job
+        # directories in the same response (README: every problem at once).
+        out.problems.extend(Problem(p.code, p.path, p.message) for p in validate_jobs(tree))
         return out
     report = validate_submission(tree, meta, _spec(bv),
                                  max_infra_share=settings.SUBMISSION_MAX_INFRA_ERROR_SHARE)

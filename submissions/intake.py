@@ -79,6 +79,19 @@ def _replay(*, owner, idempotency_key: str, digest: str) -> Submission | None:
     return existing
 
 
+def metadata_text_problems(metadata_text: str) -> list[Problem]:
+    """Problems of a metadata file sent beside the archive (none when it was not sent)."""
+    from submissions.metadata import MetadataError, parse_metadata
+
+    if not metadata_text.strip():
+        return []
+    try:
+        parse_metadata(metadata_text, label="metadata")
+    except MetadataError as exc:
+        return [Problem(p.code, p.path, p.message) for p in exc.problems]
+    return []
+
+
 def submission_receive(
     *, owner, archive_path: Path, metadata_text: str = "", idempotency_key: str = "",
     archive_name: str | None = None,
@@ -102,7 +115,10 @@ def submission_receive(
         try:
             archive_mod.safe_extract(archive_path, tree, claimed_name=archive_name)
         except archive_mod.ArchiveError as exc:
-            raise SubmissionRejected([Problem(exc.code, exc.member or "archive", str(exc))]) from exc
+            # Nothing inside an unsafe archive is read; the metadata sent beside it still is.
+            problems = [Problem(exc.code, exc.member or "archive", str(exc))]
+            problems += metadata_text_problems(metadata_text)
+            raise SubmissionRejected(problems) from exc
         checked = harbor_intake.check_upload(tree=tree, metadata_text=metadata_text)
         if checked.problems:
             raise SubmissionRejected(checked.problems)

@@ -295,6 +295,21 @@ def _check_infra_share(trials: list[ParsedTrial], max_share: float,
         f"resuming), then upload the job directory again."))
 
 
+def validate_jobs(tree_root: Path | str) -> list[Problem]:
+    """Problems of the job directories that need no benchmark version: layout, Terminal-Bench's
+    integrity rules, trial files and trajectories. For an upload whose metadata (and so its
+    benchmark version) is unusable, so that one response still names every problem."""
+    root = Path(tree_root)
+    parsed: ParsedTree = parse_tree(root)
+    problems: list[Problem] = list(parsed.problems)
+    for job in parsed.jobs:
+        _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
+    for trial in parsed.trials:
+        _check_trial_integrity(trial, problems)
+        _check_trajectory(root, trial, problems)
+    return problems
+
+
 def _metadata_from_tree(root: Path, problems: list[Problem]) -> SubmissionMetadata | None:
     path = find_metadata_file(root)
     if path is None:

@@ -219,3 +219,53 @@ def test_injected_instructions_and_fake_result_files_have_no_effect(synthetic, t
     row = Trial.objects.get(submission_id=response.json()["id"], benchmark_task__name=first,
                             attempt=1)
     assert (row.reward, row.outcome, row.success) == (0.0, "failed", False)
+
+
+def _codes(response) -> set[str]:
+    return {p["code"] for p in response.json()["problems"]}
+
+
+def test_archive_job_and_metadata_problems_come_in_one_response(synthetic, tmp_path, token):
+    _bv, tasks = synthetic
+    # A random archive and no metadata: both are said at once.
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("not a job")
+    response = _post(token, _targz(stray))
+    assert response.status_code == 400
+    assert {"missing_metadata", "no_job_directories"} <= _codes(response), response.json()
+
+    # A job breaking Terminal-Bench's integrity rules, metadata with a bad field and an
+    # unknown version: every one of them.
+    archive = _job_archive(tmp_path, tasks, overrides={"timeout_multiplier": 2.0})
+    response = _post(token, archive, build_metadata(agent_url="not a url"))
+    problems = response.json()["problems"]
+    assert response.status_code == 400
+    assert any(p["path"] == "agent_url" or "agent_url" in p["path"] for p in problems), problems
+    assert any("timeout_multiplier" in p["message"] for p in problems), problems
+    response = _post(token, archive, build_metadata(benchmark="nope@9"))
+    assert "unknown_benchmark" in _codes(response)
+    assert any("timeout_multiplier" in p["message"] for p in response.json()["problems"])
+
+    # An unsafe archive: its members are never read, but the metadata beside it is checked.
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("job/../../escape.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    response = _post(token, buf.getvalue(), build_metadata(agent_url="not a url"))
+    problems = response.json()["problems"]
+    assert problems[0]["code"] == "unsafe_path" and len(problems) >= 2, problems
+    assert Submission.objects.count() == 0
+
+
+def test_the_form_lists_every_problem_too(synthetic, tmp_path, owner):
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("not a job")
+    client = Client()
+    client.force_login(owner)
+    response = client.post("/submit/", {"archive": _named(_targz(stray), "run.tar.gz")})
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "missing_metadata" in body and "no_job_directories" in body
