@@ -297,6 +297,11 @@ VERIFICATION_JUDGE_STANDIN = env.str("VERIFICATION_JUDGE_STANDIN", default="")
 # Container names and labels of a job's runs start with <prefix><job id>- (deterministic; set a
 # distinct prefix when several sites or test sessions share one Docker engine).
 VERIFICATION_RUN_PREFIX = env.str("VERIFICATION_RUN_PREFIX", default="v")
+# Worker health (R12, evaluation/health.py): a worker claims jobs only with this much free disk
+# (temporary files, media, the engine's data root), a reachable engine with a patched runc, the
+# base image (with this id when set, e.g. sha256:...) and every task image under its digest tag.
+VERIFICATION_MIN_FREE_DISK_MB = env.int("VERIFICATION_MIN_FREE_DISK_MB", default=2048)
+VERIFICATION_EXPECTED_BASE_IMAGE_ID = env.str("VERIFICATION_EXPECTED_BASE_IMAGE_ID", default="")
 # Periodic jobs, declared in one place (R20). Every 60 s: https://crontab.guru/#*_*_*_*_*
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-submissions": {

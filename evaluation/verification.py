@@ -275,14 +275,19 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
     """
     from celery.exceptions import SoftTimeLimitExceeded
 
+    from evaluation.health import worker_health
+
     worker = worker or worker_identity()
-    engine = runner.engine_status()
-    if not engine["reachable"] or not engine["base_image_present"]:
-        why = engine["error"] or f"base image {engine['base_image']} missing (run make images)"
+    # R12: an unhealthy worker (disk nearly full, engine away, an image missing) claims nothing;
+    # the job stays pending and the task is retried with backoff, so a healthy worker takes it.
+    health = worker_health()  # a fraction of a second; jobs take minutes
+    if not health["healthy"]:
+        why = "; ".join(health["problems"])
         VerificationJob.objects.filter(pk=job_id, status=JobStatus.PENDING).update(
-            last_error=f"waiting for a Docker engine: {why}"[:2000], updated_at=timezone.now()
+            last_error=f"worker {worker} unhealthy, not claimed: {why}"[:2000],
+            updated_at=timezone.now()
         )
-        raise runner.InfrastructureError(f"Docker engine not usable: {why}")
+        raise runner.InfrastructureError(f"worker unhealthy: {why}")
     job, outcome = _claim(job_id, worker)
     if job is None:
         log.info("verification job %s: %s", job_id, outcome)

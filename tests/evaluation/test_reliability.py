@@ -389,7 +389,8 @@ def test_without_an_engine_jobs_wait_and_say_why(monkeypatch, settings):
     j = VerificationJob.objects.get(pk=job.pk)
     assert (j.status, j.attempt) == ("pending", 0)
     progress = verification_progress(submission=sub)
-    assert "waiting for a Docker engine" in progress["waiting_because"]
+    assert "unhealthy, not claimed" in progress["waiting_because"]
+    assert "Cannot connect to the Docker daemon" in progress["waiting_because"]
     sub.refresh_from_db()
     assert sub.status == "queued"
     vs.redis_client().delete(settings.VERIFICATION_QUEUE)

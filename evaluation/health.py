@@ -1,0 +1,93 @@
+"""Health of an evaluation worker (reliability matrix R12): enough free disk, a reachable Docker
+engine with a patched runc, the base image present (with the expected id when one is pinned)
+and every registered task image present under its content-digest tag.
+
+A worker checks its health before claiming a job (evaluation.verification): an unhealthy
+worker claims nothing (the job stays pending and its message is retried with backoff, so a
+healthy worker takes it); a job that a worker held when an image or the engine went away is
+released as an infrastructure error and retried, never scored. `manage.py worker_health`
+prints the report and exits 1 when unhealthy (a container health check or a cron probe).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+from evaluation import runner
+
+def _disk_paths() -> list[Path]:
+    paths = [Path(tempfile.gettempdir()), Path(settings.MEDIA_ROOT)]
+    return [p for p in paths if p.exists()] or [Path("/")]
+
+
+def _check(name: str, ok: bool, detail: str) -> dict:
+    return {"name": name, "ok": bool(ok), "detail": detail}
+
+
+def worker_health(*, task_dirs: list[Path] | None = None) -> dict:
+    """{"healthy": bool, "checks": [{"name", "ok", "detail"}], "problems": [str]}. Never
+    raises: an engine that cannot be asked is itself a failed check."""
+    checks = []
+    min_free = settings.VERIFICATION_MIN_FREE_DISK_MB
+    engine_root = None
+    engine = runner.engine_status()
+    for path in _disk_paths():
+        free_mb = shutil.disk_usage(path).free // (1024 * 1024)
+        checks.append(_check(f"disk {path}", free_mb >= min_free,
+                             f"{free_mb} MB free (needs {min_free} MB)"))
+    checks.append(_check("docker engine", engine["reachable"],
+                         engine["error"] or f"Docker {engine['version']} at "
+                         f"{engine['docker_host']}"))
+    if engine["reachable"]:
+        try:
+            info = runner.client().info()
+            engine_root = info.get("DockerRootDir")
+        except Exception as exc:  # noqa: BLE001 - a health check reports, never raises
+            checks.append(_check("docker engine", False, f"{type(exc).__name__}: {exc}"))
+        if engine_root and Path(engine_root).exists():
+            free_mb = shutil.disk_usage(engine_root).free // (1024 * 1024)
+            checks.append(_check(f"disk {engine_root} (engine)", free_mb >= min_free,
+                                 f"{free_mb} MB free (needs {min_free} MB)"))
+        checks.append(_check("runc patched (CVE-2024-21626)", bool(engine["runc_patched"]),
+                             str(engine["runc_version"])))
+        checks += _image_checks(task_dirs)
+    problems = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"]]
+    return {"healthy": not problems, "checks": checks, "problems": problems,
+            "checked_at": time.time()}
+
+
+def _image_checks(task_dirs: list[Path] | None) -> list[dict]:
+    import docker
+
+    c = runner.client()
+    checks = []
+    try:
+        base = c.images.get(settings.TASK_BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        return [_check(f"image {settings.TASK_BASE_IMAGE}", False,
+                       "missing: run `make images`")]
+    except Exception as exc:  # noqa: BLE001
+        return [_check(f"image {settings.TASK_BASE_IMAGE}", False, f"{type(exc).__name__}: {exc}")]
+    expected = settings.VERIFICATION_EXPECTED_BASE_IMAGE_ID
+    checks.append(_check(f"image {settings.TASK_BASE_IMAGE}",
+                         not expected or base.id == expected,
+                         base.id if not expected or base.id == expected
+                         else f"{base.id} is not the expected {expected}"))
+    if task_dirs is None:
+        from evaluation.task_specs import discover_task_packages
+
+        task_dirs = discover_task_packages(Path(settings.BASE_DIR) / "tasks")
+    missing = []
+    for tdir in task_dirs:
+        tag = runner.task_image_tag(tdir)
+        if not runner.image_exists(tag):
+            missing.append(tag)
+    checks.append(_check("task images (content-digest tags)", not missing,
+                         f"missing: {', '.join(missing)} (run `make images`)" if missing
+                         else f"{len(task_dirs)} present"))
+    return checks
