@@ -25,25 +25,16 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from leaderboard import csv_copy
 from leaderboard.bench import dataset, duck, web
 from leaderboard.bench.wsgi import FLOOR_PREFIX
+from leaderboard.selectors import EntryFilters
 
 PAGES = [
     ("/", "html"), ("/categories/", "html"), ("/imaging-vs-text/", "html"),
     ("/harness-effect/", "html"), ("/cost/", "html"), ("/task-matrix/", "html"),
     ("/api/v1/leaderboard/", "json"),
 ]
-_PSQL_TRIALS = (
-    "SELECT a.display_name, bt.name, c.slug, t.attempt, t.outcome, t.success, t.cost_usd, "
-    "t.duration_s, t.output_tokens FROM submissions_trial t "
-    "JOIN leaderboard_leaderboardentry e ON e.submission_id = t.submission_id "
-    "JOIN leaderboard_agent a ON a.id = e.agent_id "
-    "JOIN leaderboard_benchmarktask bt ON bt.id = t.benchmark_task_id "
-    "JOIN leaderboard_category c ON c.id = bt.category_id "
-    "WHERE e.benchmark_version_id = {bv} ORDER BY a.display_name, bt.position, t.attempt"
-)
-
-
 def _url(db: dict, name: str) -> str:
     auth = quote(db["USER"] or "postgres")
     if db.get("PASSWORD"):
@@ -175,12 +166,17 @@ class Command(BaseCommand):
         if status != 200:
             raise CommandError(f"/trials.csv answered {status}")
         growth_mb = max(web.rss_kb(pid, "VmHWM") - before[pid] for pid in workers) / 1024
+        # The floor runs the very SELECT the site streams, so the ratio is the cost of serving
+        # it over HTTP (and of the SQL's formatting, which psql pays too).
+        sql, params = csv_copy.trials_sql(bv, EntryFilters())
+        with psycopg.connect(_url(db, name)) as conn:
+            sql = psycopg.ClientCursor(conn).mogrify(sql, params)
         with tempfile.TemporaryDirectory() as tmp:
             target = Path(tmp) / "trials.csv"
             started = time.perf_counter()
             subprocess.run(
                 ["psql", _url(db, name), "-q", "-c",
-                 f"\\copy ({_PSQL_TRIALS.format(bv=bv.pk)}) TO '{target}' WITH CSV HEADER"],
+                 f"\\copy ({sql}) TO '{target}' WITH CSV HEADER"],
                 check=True)
             psql_s = time.perf_counter() - started
         row = ("/trials.csv", f"{csv_s:.2f} s, {size / 1e6:.1f} MB, peak +{growth_mb:.1f} MB",
