@@ -46,10 +46,21 @@ def test_the_matrix_has_its_52_rows():
     assert all(r["fault"] and r["expected"] for r in rows)
 
 
+# Rows not built yet, each with the reason. A row listed here must have no test (the list only
+# shrinks), and README's reliability section says the same.
+NOT_BUILT = {
+    "R11": "re-scoring a published submission with an atomic leaderboard switch is not built: "
+           "maintainers can re-verify only unpublished submissions (a new job; each check row "
+           "records its grader_version)",
+}
+
+
 def test_every_matrix_row_is_named_by_a_test():
     named = named_ids()
-    missing = [r["id"] for r in matrix_rows() if r["id"] not in named]
+    missing = [r["id"] for r in matrix_rows() if r["id"] not in named and r["id"] not in NOT_BUILT]
     assert missing == [], f"matrix rows named by no test name or docstring: {missing}"
+    assert [i for i in NOT_BUILT if i in named] == [], "a built row is still listed as not built"
+    assert all(len(reason) > 40 for reason in NOT_BUILT.values())
 
 
 def test_the_scan_sees_names_and_docstrings_only(tmp_path):
