@@ -230,6 +230,12 @@ class ApiToken(BaseModel):
 
     class Meta:
         ordering = ["user", "-created_at"]
+        constraints = [
+            # A user tells their tokens apart by name (revoked ones keep theirs).
+            models.UniqueConstraint(fields=["user", "name"],
+                                    condition=models.Q(revoked_at__isnull=True),
+                                    name="uniq_active_token_name_per_user"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user_id}:{self.prefix}"

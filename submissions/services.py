@@ -55,15 +55,39 @@ def _token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-@transaction.atomic
-def token_issue(*, user, name: str = "default") -> tuple[ApiToken, str]:
-    """Create a token; the raw secret is returned once and never stored."""
+class TokenNameTaken(ValueError):
+    """The user already has an active token of that name."""
+
+
+def token_name_free(*, user, base: str = "default") -> str:
+    """``base``, or ``base-2``, ``base-3``... : the first name none of the user's active tokens has."""
+    taken = set(ApiToken.objects.filter(user=user, revoked_at__isnull=True)
+                .values_list("name", flat=True))
+    name, n = base[:100], 1
+    while name in taken:
+        n += 1
+        name = f"{base[:90]}-{n}"
+    return name
+
+
+def token_issue(*, user, name: str | None = None, base: str = "default") -> tuple[ApiToken, str]:
+    """Create a token; the raw secret is returned once and never stored.
+
+    Names are unique among a user's active tokens: an explicit ``name`` already in use raises
+    TokenNameTaken; without one, the first free of ``base``, ``base-2``, ... is used.
+    """
     prefix = secrets.token_hex(4)
     raw = f"{TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
-    token = ApiToken(user=user, name=name[:100] or "default", prefix=prefix,
-                     key_sha256=_token_hash(raw))
-    token.full_clean()
-    token.save()
+    name = name.strip()[:100] if name and name.strip() else token_name_free(user=user, base=base)
+    token = ApiToken(user=user, name=name, prefix=prefix, key_sha256=_token_hash(raw))
+    try:
+        with transaction.atomic():
+            token.save()
+    except IntegrityError:
+        if ApiToken.objects.filter(user=user, name=name, revoked_at__isnull=True).exists():
+            raise TokenNameTaken(f"you already have a token named {name!r}; "
+                                 "pick another name or revoke that one") from None
+        raise
     return token, raw
 
 

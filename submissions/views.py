@@ -41,9 +41,12 @@ def sign_up(request: HttpRequest) -> HttpResponse:
 def show_account(request: HttpRequest) -> HttpResponse:
     tokens = ApiToken.objects.filter(user=request.user, revoked_at__isnull=True)
     return render(request, "submissions/account.html", {
-        "tokens": list(tokens), "form": TokenForm(),
+        "tokens": list(tokens),
+        "form": TokenForm(initial={"name": services.token_name_free(user=request.user,
+                                                                     base="cli")}),
         "submissions": selectors.submission_list_for_user(user=request.user),
         "new_token": request.session.pop("new_token", None),
+        "site_url": request.build_absolute_uri("/").rstrip("/"),
     })
 
 
@@ -52,9 +55,14 @@ def show_account(request: HttpRequest) -> HttpResponse:
 def create_token(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST)
     if form.is_valid():
-        _token, raw = services.token_issue(user=request.user, name=form.cleaned_data["name"])
-        # Shown once on the next page, then gone from the session.
-        request.session["new_token"] = raw
+        try:
+            _token, raw = services.token_issue(user=request.user,
+                                               name=form.cleaned_data["name"])
+        except services.TokenNameTaken as exc:
+            messages.error(request, str(exc))
+        else:
+            # Shown once on the next page, then gone from the session.
+            request.session["new_token"] = raw
     return redirect("account")
 
 

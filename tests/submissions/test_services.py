@@ -25,6 +25,39 @@ def test_a_user_cannot_revoke_someone_elses_token(owner, stranger):
     assert not services.token_revoke(user=stranger, token_id=token.pk)
 
 
+def test_token_names_are_unique_among_a_users_active_tokens(owner, stranger):
+    first, _ = services.token_issue(user=owner, name="cli")
+    with pytest.raises(services.TokenNameTaken, match="already have a token named 'cli'"):
+        services.token_issue(user=owner, name="cli")
+    assert services.token_issue(user=stranger, name="cli")[0].name == "cli"  # per user
+    # Unnamed tokens take the first free name; a revoked token frees its name.
+    assert services.token_issue(user=owner, base="cli")[0].name == "cli-2"
+    assert services.token_issue(user=owner)[0].name == "default"
+    assert services.token_issue(user=owner)[0].name == "default-2"
+    services.token_revoke(user=owner, token_id=first.pk)
+    assert services.token_issue(user=owner, name="cli")[0].name == "cli"
+
+
+def test_the_account_page_gives_a_copy_button_and_a_usage_snippet(owner, client):
+    client.force_login(owner)
+    services.token_issue(user=owner, name="cli")
+    page = client.get("/account/").content.decode()
+    assert 'value="cli-2"' in page  # the form suggests a free name
+    response = client.post("/account/tokens/", {"name": "cli"}, follow=True)
+    assert "already have a token named" in response.content.decode()
+    response = client.post("/account/tokens/", {"name": "laptop"}, follow=True)
+    body = response.content.decode()
+    raw = body.split('<code id="new-token">')[1].split("</code>")[0]
+    assert services.token_authenticate(raw=raw) == owner
+    assert 'data-copy="#new-token"' in body and "/static/submissions/js/copy.js" in body
+    usage = body.split('data-testid="token-usage">')[1].split("</pre>")[0]
+    assert f"export HAB_TOKEN={raw}" in usage
+    assert ".venv/bin/python -m submissions.client --url http://testserver" in usage
+    assert "http://testserver/api/v1/submissions/" in usage
+    # shown once
+    assert raw not in client.get("/account/").content.decode()
+
+
 def test_quota_allows_exactly_the_daily_limit(owner, settings):
     settings.SUBMISSION_DAILY_QUOTA = 2
     day = date(2026, 12, 2)

@@ -49,7 +49,7 @@ class Command(BaseCommand):
 
         user, _ = get_user_model().objects.get_or_create(username="bench-upload",
                                                          defaults={"is_staff": True})
-        _, token = token_issue(user=user, name="bench")
+        _, token = token_issue(user=user, base="bench")
         with tempfile.TemporaryDirectory() as tmp:
             archive = self._archive(Path(tmp), mb)
             archive_mib = archive.stat().st_size / 1024 / 1024

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from submissions.services import token_issue
+from submissions.services import TokenNameTaken, token_issue
 
 
 class Command(BaseCommand):
@@ -9,7 +9,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("username")
-        parser.add_argument("--name", default="cli", help="a label for the token")
+        parser.add_argument("--name", help="a label for the token, unique among the user's "
+                            "active tokens (default: cli, cli-2, ...)")
         parser.add_argument("--staff", action="store_true", help="make the user a maintainer")
 
     def handle(self, *args, username: str, name: str, staff: bool, **options):
@@ -19,6 +20,9 @@ class Command(BaseCommand):
         if staff and not user.is_staff:
             user.is_staff = True
         user.save()
-        _token, raw = token_issue(user=user, name=name)
+        try:
+            _token, raw = token_issue(user=user, name=name, base="cli")
+        except TokenNameTaken as exc:
+            raise CommandError(str(exc)) from None
         self.stderr.write(f"{'created' if created else 'existing'} user {username}")
         self.stdout.write(raw)
