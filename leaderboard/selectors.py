@@ -11,6 +11,7 @@ from django.db.models import F, Prefetch, Q, QuerySet
 from django.db.models.functions import Lower
 
 from leaderboard.models import (
+    AggregateVersion,
     BenchmarkTask,
     BenchmarkVersion,
     Category,
@@ -39,19 +40,25 @@ def benchmark_version_list() -> list[BenchmarkVersion]:
 
 def benchmark_version_get(*, slug: str | None) -> BenchmarkVersion:
     """``name@version``, or the default version when slug is empty, with its aggregate version
-    (the cache key of every page). One query."""
-    # The aggregate version is joined: every page reads it, never as a second query.
-    versions = BenchmarkVersion.objects.select_related("aggregate_version")
+    (``av_number``, ``av_updated_at``: the cache key of every page). One query."""
+    # Raw SQL: every request makes this lookup, cache hits included, and building the ORM
+    # query (select_related of a reverse one-to-one) cost more than running it.
+    bv_table = BenchmarkVersion._meta.db_table
+    sql = (f"SELECT bv.*, av.number AS av_number, av.updated_at AS av_updated_at "
+           f"FROM {bv_table} bv LEFT JOIN {AggregateVersion._meta.db_table} av "
+           f"ON av.benchmark_version_id = bv.id ")
     if not slug:
-        bv = versions.order_by("-is_default", "name", "version").first()
-        if bv is None:
+        found = list(BenchmarkVersion.objects.raw(
+            sql + "ORDER BY bv.is_default DESC, bv.name, bv.version LIMIT 1"))
+        if not found:
             raise UnknownBenchmark("no benchmark version is registered yet")
-        return bv
+        return found[0]
     name, sep, version = slug.partition("@")
-    bv = versions.filter(name=name, version=version).first() if sep else None
-    if bv is None:
+    found = list(BenchmarkVersion.objects.raw(sql + "WHERE bv.name = %s AND bv.version = %s",
+                                              [name, version])) if sep else []
+    if not found:
         raise UnknownBenchmark(f"unknown benchmark version {slug!r} (expected name@version)")
-    return bv
+    return found[0]
 
 
 def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters) -> QuerySet:
