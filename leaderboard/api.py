@@ -177,6 +177,9 @@ class TrialListApi(APIView):
 
     @extend_schema_serializer(component_name="TrialPage")
     class PageSerializer(serializers.Serializer):
+        count = serializers.IntegerField(help_text="trials matching the filters, on every page")
+        next = serializers.URLField(allow_null=True, help_text="the next page, null on the last")
+        previous = serializers.URLField(allow_null=True)
         offset = serializers.IntegerField()
         limit = serializers.IntegerField()
         results = serializers.ListField(child=serializers.DictField())
@@ -196,7 +199,20 @@ class TrialListApi(APIView):
         if limit < 1 or offset < 0:
             raise ValidationError({"limit": "limit must be >= 1 and offset >= 0"})
         rows = list(islice(tables.trials_table(bv, filters).dicts(), offset, offset + limit))
-        return _json({"offset": offset, "limit": limit, "results": rows})
+        count = selectors.trial_count(benchmark_version=bv, filters=filters)
+        return _json({
+            "count": count,
+            "next": _page_url(request, offset + limit, limit) if offset + limit < count else None,
+            "previous": _page_url(request, max(offset - limit, 0), limit) if offset else None,
+            "offset": offset, "limit": limit, "results": rows,
+        })
+
+
+def _page_url(request: Request, offset: int, limit: int) -> str:
+    """This request's absolute URL with another offset (filters kept), as DRF's paginators do."""
+    query = request.query_params.copy()
+    query["offset"], query["limit"] = str(offset), str(limit)
+    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
 
 
 class BenchmarkListApi(APIView):

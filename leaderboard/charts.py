@@ -1,13 +1,24 @@
 """Plotly figure dicts built from selector output. Pure functions: no database, no request.
 
-Templates embed a figure with ``json_script`` and static/leaderboard/js/charts.js draws it."""
+Templates embed a figure with ``json_script`` (templates/_partials/chart.html, which also holds
+the chart's title and its text alternative) and static/leaderboard/js/charts.js draws it. Titles
+are HTML, not Plotly titles, so Plotly's toolbar never covers them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from leaderboard.formatting import format_pct
+
+# Sequential scale for success rates: 0% light, 100% dark (ColorBrewer Blues, light to dark).
+# Plotly's named "Blues" runs dark to light, which made 100% look like a missing value.
+SUCCESS_SCALE = [[0.0, "#f7fbff"], [0.25, "#c6dbef"], [0.5, "#6baed6"], [0.75, "#2171b5"],
+                 [1.0, "#08306b"]]
+# Qualitative colours (Okabe-Ito, distinguishable with colour-vision deficiencies) for harnesses.
+HARNESS_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
+
 _LAYOUT = {
-    "margin": {"l": 60, "r": 20, "t": 40, "b": 60},
+    "margin": {"l": 60, "r": 20, "t": 30, "b": 60},
     "font": {"family": "system-ui, sans-serif", "size": 12},
     "plot_bgcolor": "#ffffff",
     "paper_bgcolor": "#ffffff",
@@ -16,7 +27,7 @@ _AXIS_PCT = {"tickformat": ".0%", "range": [0, 1], "gridcolor": "#e5e7eb"}
 
 
 def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v * 100:.1f}%"
+    return format_pct(v, 1)
 
 
 def leaderboard_bar(entries: Sequence) -> dict:
@@ -32,41 +43,51 @@ def leaderboard_bar(entries: Sequence) -> dict:
                           f"(95% CI {_pct(e.ci_low)}–{_pct(e.ci_high)})" for e in entries],
             "hoverinfo": "text", "marker": {"color": "#2563eb"},
         }],
-        "layout": {**_LAYOUT, "title": {"text": "Success rate (95% task-clustered interval)"},
+        "layout": {**_LAYOUT,
                    "xaxis": _AXIS_PCT, "yaxis": {"autorange": "reversed", "automargin": True},
                    "height": 120 + 28 * len(entries)},
     }
 
 
+def heatmap_cell_text(ce) -> str:
+    """What a heatmap cell prints: the table's rounded percentage (same helper) and the counts,
+    so that a one-task category (n/3) does not look as solid as a ten-task one (n/30)."""
+    return f"{format_pct(ce.success_rate, 0)}<br>{ce.successes}/{ce.attempts}"
+
+
 def category_heatmap(categories: Sequence, entries: Sequence) -> dict:
-    z, text = [], []
+    z, text, hover = [], [], []
     for e in entries:
-        row, trow = [], []
+        row, trow, hrow = [], [], []
         for c in categories:
             ce = e.category_results.get(c.slug)
             row.append(ce.success_rate if ce else None)
-            trow.append(
+            trow.append(heatmap_cell_text(ce) if ce else "–")
+            hrow.append(
                 f"{e.agent.display_name} · {c.name}<br>{_pct(ce.success_rate)} "
                 f"({ce.successes}/{ce.attempts}), 95% CI {_pct(ce.ci_low)}–{_pct(ce.ci_high)}"
                 if ce else "no attempts")
         z.append(row)
         text.append(trow)
+        hover.append(hrow)
     return {
         "data": [{
             "type": "heatmap", "z": z, "x": [c.name for c in categories],
-            "y": [e.agent.display_name for e in entries], "text": text, "hoverinfo": "text",
-            "zmin": 0, "zmax": 1, "colorscale": "Blues",
-            "colorbar": {"tickformat": ".0%", "title": {"text": "success"}},
-            "texttemplate": "%{z:.0%}",
+            "y": [e.agent.display_name for e in entries], "text": text, "hovertext": hover,
+            "hoverinfo": "text", "zmin": 0, "zmax": 1, "colorscale": SUCCESS_SCALE,
+            "colorbar": {"tickformat": ".0%", "title": {"text": "success"}, "thickness": 12},
+            # The text is preformatted by heatmap_cell_text: Plotly's own %{z:.0%} rounds
+            # differently from the table.
+            "texttemplate": "%{text}", "xgap": 1, "ygap": 1,
         }],
-        "layout": {**_LAYOUT, "title": {"text": "Success rate by category"},
+        "layout": {**_LAYOUT,
                    "yaxis": {"autorange": "reversed", "automargin": True},
-                   "xaxis": {"automargin": True}, "height": 160 + 32 * len(entries)},
+                   "xaxis": {"automargin": True, "tickangle": -30},
+                   "height": 200 + 40 * len(entries)},
     }
 
 
-def imaging_text_bars(labels: Sequence[str], imaging: Sequence, text: Sequence,
-                      title: str) -> dict:
+def imaging_text_bars(labels: Sequence[str], imaging: Sequence, text: Sequence) -> dict:
     return {
         "data": [
             {"type": "bar", "name": "Imaging (macro mean)", "x": list(labels),
@@ -74,25 +95,29 @@ def imaging_text_bars(labels: Sequence[str], imaging: Sequence, text: Sequence,
             {"type": "bar", "name": "Text (macro mean)", "x": list(labels), "y": list(text),
              "marker": {"color": "#059669"}},
         ],
-        "layout": {**_LAYOUT, "title": {"text": title}, "barmode": "group",
+        "layout": {**_LAYOUT, "barmode": "group", "legend": {"orientation": "h", "y": -0.3},
                    "yaxis": _AXIS_PCT, "xaxis": {"automargin": True}},
     }
 
 
-def comparison_lines(rows: Sequence, title: str, x_label) -> dict:
-    """One line per comparison row: its entries' success rates, x labelled by x_label(entry)."""
+def comparison_dots(rows: Sequence, x_label) -> dict:
+    """One trace per comparison row: its entries' success rates as dots with 95% intervals, x
+    labelled by x_label(entry). Dots, not lines: the x values (harnesses, model versions) are
+    categories, and a line between them would suggest a trend."""
     data = []
     for r in rows:
         data.append({
-            "type": "scatter", "mode": "lines+markers", "name": r.label,
+            "type": "scatter", "mode": "markers", "name": r.label,
             "x": [x_label(e) for e in r.entries], "y": [e.success_rate for e in r.entries],
+            "marker": {"size": 11},
             "error_y": {"type": "data", "symmetric": False,
                         "array": [e.ci_high - e.success_rate for e in r.entries],
                         "arrayminus": [e.success_rate - e.ci_low for e in r.entries]},
             "hovertext": [f"{e.agent.display_name}: {_pct(e.success_rate)}" for e in r.entries],
             "hoverinfo": "text",
         })
-    return {"data": data, "layout": {**_LAYOUT, "title": {"text": title}, "yaxis": _AXIS_PCT,
+    return {"data": data, "layout": {**_LAYOUT, "yaxis": _AXIS_PCT,
+                                     "legend": {"orientation": "h", "y": -0.3},
                                      "xaxis": {"type": "category", "automargin": True}}}
 
 
@@ -122,22 +147,43 @@ def pareto_frontier(points: Sequence[tuple[float, float, str]]) -> list[tuple[fl
     return frontier
 
 
+def cost_title(axis: str) -> str:
+    label = X_AXES[axis][1]
+    return f"Success vs {label[0].lower()}{label[1:]}, with the Pareto frontier"
+
+
 def cost_scatter(entries: Sequence, axis: str) -> dict:
+    """One trace per harness (coloured, in the legend); only frontier agents carry a label, the
+    others are named on hover and in the table, so labels do not pile up."""
     _, label = X_AXES[axis]
-    pts = [(axis_value(e, axis), e.success_rate, e.agent.display_name) for e in entries]
+    pts = [(axis_value(e, axis), e.success_rate, e.agent.display_name, e.agent.harness.display_name)
+           for e in entries]
     pts = [p for p in pts if p[0] is not None]
-    front = pareto_frontier(pts)
+    front = pareto_frontier([p[:3] for p in pts])
+    on_front = {p[2] for p in front}
+    harnesses = list(dict.fromkeys(p[3] for p in pts))
+    data = []
+    for i, h in enumerate(harnesses):
+        mine = [p for p in pts if p[3] == h]
+        data.append({
+            "type": "scatter", "mode": "markers+text", "name": h,
+            "x": [p[0] for p in mine], "y": [p[1] for p in mine],
+            "text": [p[2] if p[2] in on_front else "" for p in mine],
+            "hovertext": [p[2] for p in mine], "textposition": "middle right",
+            "cliponaxis": False, "textfont": {"size": 11},
+            "marker": {"size": 11, "color": HARNESS_COLOURS[i % len(HARNESS_COLOURS)],
+                       "symbol": ["circle", "square", "diamond", "triangle-up", "cross"][i % 5]},
+            "hovertemplate": "%{hovertext}<br>%{x:.2f} · %{y:.1%}<extra>" + h + "</extra>",
+        })
+    data.append({
+        "type": "scatter", "mode": "lines", "name": "Pareto frontier",
+        "x": [p[0] for p in front], "y": [p[1] for p in front],
+        "line": {"shape": "hv", "color": "#6b7280", "dash": "dot"}, "hoverinfo": "skip"})
     return {
-        "data": [
-            {"type": "scatter", "mode": "markers+text", "name": "Agents",
-             "x": [p[0] for p in pts], "y": [p[1] for p in pts], "text": [p[2] for p in pts],
-             "textposition": "top center", "marker": {"size": 10, "color": "#2563eb"},
-             "hovertemplate": "%{text}<br>%{x:.2f} · %{y:.1%}<extra></extra>"},
-            {"type": "scatter", "mode": "lines", "name": "Pareto frontier",
-             "x": [p[0] for p in front], "y": [p[1] for p in front],
-             "line": {"shape": "hv", "color": "#dc2626", "dash": "dot"}, "hoverinfo": "skip"},
-        ],
-        "layout": {**_LAYOUT, "title": {"text": f"Success vs {label[0].lower()}{label[1:]}"},
-                   "xaxis": {"title": {"text": label}, "gridcolor": "#e5e7eb", "rangemode": "tozero"},
+        "data": data,
+        "layout": {**_LAYOUT, "margin": {"l": 60, "r": 30, "t": 30, "b": 60},
+                   "legend": {"orientation": "h", "y": -0.2},
+                   "xaxis": {"title": {"text": label}, "gridcolor": "#e5e7eb",
+                             "rangemode": "tozero"},
                    "yaxis": {**_AXIS_PCT, "title": {"text": "Success rate"}}, "height": 520},
     }

@@ -346,3 +346,11 @@ def soft_metric_summary(
                 if not success:
                     s.failure_sums[k] = s.failure_sums.get(k, 0.0) + v
     return out
+
+
+def trial_count(
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+) -> int:
+    """How many rows trial_rows yields for the same arguments. One query (a subquery)."""
+    sub_ids = _entries(benchmark_version, filters).values("submission_id")
+    return Trial.objects.filter(submission_id__in=sub_ids).count()

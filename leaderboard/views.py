@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_safe
 
 from leaderboard import charts, csv_copy, selectors, tables
 from leaderboard.caching import cached_response
@@ -140,10 +140,10 @@ def show_groups(request: HttpRequest) -> HttpResponse:
         "entries": entries, "families": families,
         "agent_chart": charts.imaging_text_bars(
             [e.agent.display_name for e in entries], [e.imaging_macro for e in entries],
-            [e.text_macro for e in entries], "Imaging vs text per agent (macro means)"),
+            [e.text_macro for e in entries]),
         "family_chart": charts.imaging_text_bars(
             [f.label for f in families], [f.imaging_macro for f in families],
-            [f.text_macro for f in families], "Imaging vs text per harness family"),
+            [f.text_macro for f in families]),
         "pager": _pager(request, window, len(entries), total),
         "any_reconstructed": any(e.reconstructed for e in entries),
     })
@@ -159,10 +159,8 @@ def show_harness_effect(request: HttpRequest) -> HttpResponse:
     ctx.update({
         "same_model": same_model, "versions": versions,
         "families": selectors.harness_family_aggregates(benchmark_version=bv),
-        "harness_chart": charts.comparison_lines(
-            same_model, "Same model, different harness", lambda e: e.agent.harness.display_name),
-        "version_chart": charts.comparison_lines(
-            versions, "Model versions within a harness", lambda e: e.agent.model.display_name),
+        "harness_chart": charts.comparison_dots(same_model, lambda e: e.agent.harness.display_name),
+        "version_chart": charts.comparison_dots(versions, lambda e: e.agent.model.display_name),
         "any_reconstructed": any(e.reconstructed for r in same_model + versions
                                  for e in r.entries),
     })
@@ -187,6 +185,7 @@ def show_cost(request: HttpRequest) -> HttpResponse:
     ctx.update({"entries": shown, "axis": axis, "axes": charts.X_AXES,
                 "pager": _pager(request, window, len(shown), total),
                 "frontier": frontier, "chart": charts.cost_scatter(entries, axis),
+                "chart_title": charts.cost_title(axis),
                 "any_reconstructed": any(e.reconstructed for e in entries)})
     return render(request, "leaderboard/cost.html", ctx)
 
@@ -249,7 +248,7 @@ def show_contribute(request: HttpRequest) -> HttpResponse:
                   {"repository_url": settings.REPOSITORY_URL})
 
 
-@require_GET
+@require_safe  # HEAD too: download managers and link checkers ask before they fetch
 def download_csv(request: HttpRequest, table: str) -> HttpResponse:
     if table not in tables.TABLES:
         raise Http404("unknown table")

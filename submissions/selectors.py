@@ -80,3 +80,19 @@ def trial_get_for_user(*, user, submission_pk: int, trial_pk: int) -> Trial | No
 def trial_list(*, submission: Submission) -> list[Trial]:
     return list(submission.trials.select_related("benchmark_task").order_by(
         "benchmark_task__position", "benchmark_task__name", "attempt"))
+
+
+def trial_neighbours(*, trial: Trial) -> tuple[Trial | None, Trial | None]:
+    """The previous and next trial with a trajectory in the same submission, in the order of the
+    status page's trial table (task position, task name, attempt). Two queries."""
+    pks = list(trial.submission.trials.exclude(trajectory_path="").order_by(
+        "benchmark_task__position", "benchmark_task__name", "attempt").values_list("pk", flat=True))
+    if trial.pk not in pks:
+        return None, None
+    i = pks.index(trial.pk)
+    wanted = [pk for pk in (pks[i - 1] if i > 0 else None,
+                            pks[i + 1] if i + 1 < len(pks) else None) if pk is not None]
+    found = {t.pk: t for t in Trial.objects.filter(pk__in=wanted).select_related("benchmark_task")}
+    prev_pk = pks[i - 1] if i > 0 else None
+    next_pk = pks[i + 1] if i + 1 < len(pks) else None
+    return found.get(prev_pk), found.get(next_pk)

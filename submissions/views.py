@@ -4,11 +4,14 @@ view parses input, calls one service or selector, renders. Foreign ids answer 40
 from __future__ import annotations
 
 import json
+from functools import wraps
 from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth import login
-from django.contrib.auth.decorators import login_required, user_passes_test
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,7 +26,19 @@ from submissions.models import ApiToken, SubmissionStatus
 from submissions.trajectory import trajectory_steps
 from submissions.uploads import request_upload_too_large
 
-staff_required = user_passes_test(lambda u: u.is_active and u.is_staff)
+def staff_required(view):
+    """Maintainers only: anonymous callers are sent to sign in; a signed-in non-maintainer gets
+    403 (signing in again would not help, so a login redirect would only confuse)."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not (request.user.is_active and request.user.is_staff):
+            raise PermissionDenied("maintainers only")
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 @require_http_methods(["GET", "POST"])
@@ -175,7 +190,9 @@ def show_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> HttpRespons
         steps = trajectory_steps(json.loads(raw))
     except (ValueError, RecursionError):
         steps = None
-    return render(request, "submissions/trajectory.html", {"trial": trial, "steps": steps})
+    previous, following = selectors.trial_neighbours(trial=trial)
+    return render(request, "submissions/trajectory.html", {
+        "trial": trial, "steps": steps, "previous": previous, "next": following})
 
 
 @require_GET

@@ -2,15 +2,17 @@
 
 from django import template
 from django.http import QueryDict
+from django.utils.html import format_html
+
+from leaderboard.formatting import format_pct
 
 register = template.Library()
 
 
 @register.filter
 def pct(value, digits: int = 1) -> str:
-    if value is None or value == "":
-        return "–"
-    return f"{float(value) * 100:.{int(digits)}f}%"
+    """Same rounding as the charts (leaderboard.formatting)."""
+    return format_pct(value, digits)
 
 
 @register.filter
@@ -68,6 +70,21 @@ def sort_url(context, key: str) -> str:
     else:
         q["order"] = "desc" if key == "success" else "asc"
     return "?" + q.urlencode()
+
+
+@register.simple_tag(takes_context=True)
+def sort_th(context, key: str, label: str):
+    """A sortable column header: a link that sorts by key, and on the sorted column aria-sort
+    plus a visible arrow (screen readers get aria-sort, sighted readers the arrow)."""
+    current = context.get("sort", "rank")
+    href = sort_url(context, key)
+    if current != key:
+        return format_html('<th scope="col"><a href="{}">{}</a></th>', href, label)
+    descending = context.get("order") == "desc"
+    return format_html(
+        '<th scope="col" aria-sort="{}"><a href="{}">{} <span class="arrow" aria-hidden="true">{}'
+        "</span></a></th>", "descending" if descending else "ascending", href, label,
+        "▼" if descending else "▲")
 
 
 @register.simple_tag(takes_context=True)

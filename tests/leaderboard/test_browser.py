@@ -1,98 +1,160 @@
-"""Real browser (Playwright driving Debian's chromium): pages render their table and charts with
-no console errors. Screenshots go to test-output/."""
+"""Real browser (Playwright driving Debian's chromium, axe-core from npm): every public page and
+the signed-in pages at 390x844 and 1440x900. Asserts no horizontal overflow, zero serious or
+critical axe violations, a text alternative for every chart, Plotly fetched only on chart pages,
+no console errors; keeps a screenshot of every page and viewport under var/screenshots/.
 
-import os
-import shutil
+One browser launch and one demo load for the whole sweep (a single test): the sweep takes about a
+minute. Playwright's sync API runs an event loop, so it stays inside the test body and the
+database teardown (which Django refuses to run inside an event loop) happens after it closes."""
+
+import json
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-from tests.conftest import TEST_OUTPUT
+from tests.browser.pagecheck import VIEWPORTS, axe_source, check_page, launch, sign_in
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture
-def site(live_server, transactional_db):
-    """The live server with the demo loaded. live_server flushes the database after each test."""
-    call_command("load_demo", verbosity=0)
-    return live_server.url
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+CHART_PAGES = {"/", "/categories/", "/imaging-vs-text/", "/harness-effect/", "/cost/",
+               "/cost/?x=time"}
+PUBLIC = [*sorted(CHART_PAGES), "/task-matrix/", "/tasks/",
+          "/tasks/pathology-tumor-region/case_01/", "/agents/codex-gpt-5-5/", "/methods/",
+          "/contribute/", "/pricing/", "/accounts/login/", "/accounts/signup/",
+          "/?verified=1", "/categories/?verified=1", "/cost/?verified=1", "/no-such-page/"]
+# Swagger UI (drf-spectacular-sidecar) is third-party markup: its own contrast and nested
+# buttons fail axe, so it is checked for overflow, errors and "no CDN", not for axe.
+THIRD_PARTY = {"/api/docs/"}
 
 
 @contextmanager
 def chromium():
-    """Playwright's sync API runs an event loop: keep it inside the test body, so that database
-    teardown (which Django refuses to run inside an event loop) happens after it is closed."""
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"Debian's chromium is needed for browser tests: apt-get install chromium "
-                    f"(looked for {CHROMIUM})")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            b = launch(p)
+        except FileNotFoundError as exc:
+            pytest.fail(str(exc))
         try:
             yield b
         finally:
             b.close()
 
 
-def _open(browser, url: str, shot: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(f"{m.type}: {m.text}")
-            if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
-    page.on("response", lambda r: problems.append(f"HTTP {r.status} {r.url}")
-            if r.status >= 400 else None)
-    page.goto(url)
-    page.wait_for_selector("div.chart .main-svg", timeout=15_000)
-    TEST_OUTPUT.mkdir(exist_ok=True)
-    page.screenshot(path=str(TEST_OUTPUT / shot), full_page=True)
-    return page, problems
+@pytest.fixture
+def site(live_server, transactional_db, settings, tmp_path):
+    """The demo, a maintainer, and one published trial with a stored trajectory."""
+    from django.contrib.auth import get_user_model
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+
+    from submissions.models import Submission
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    call_command("load_demo", verbosity=0)
+    get_user_model().objects.create_user("maint", "m@example.org", "pw-maint-123!",
+                                         is_staff=True)
+    sub = Submission.objects.get(agent__slug="codex-gpt-5-5")
+    trials = list(sub.trials.order_by("benchmark_task__position", "attempt")[:2])
+    Submission.objects.filter(pk=sub.pk).update(files_prefix="submissions/demo-1")
+    doc = {"schema_version": "ATIF-v1.7", "session_id": "s",
+           "agent": {"name": "codex", "version": "1"},
+           "steps": [{"step_id": 1, "source": "agent", "message": "ls /workspace",
+                      "tool_calls": [{"tool_call_id": "c1", "function_name": "Bash",
+                                      "arguments": {"command": "ls /workspace"}}],
+                      "observation": {"results": [{"source_call_id": "c1", "content": "a\n"}]}}]}
+    for t in trials:
+        default_storage.save(f"submissions/demo-1/{t.pk}/agent/trajectory.json",
+                             ContentFile(json.dumps(doc).encode()))
+        type(t).objects.filter(pk=t.pk).update(trajectory_path=f"{t.pk}/agent/trajectory.json")
+    return live_server.url, sub, trials
 
 
-def test_leaderboard_and_categories_pages_render_tables_and_charts(site):
+def _shot(path: str, viewport: str) -> Path:
+    name = path.strip("/").replace("/", "_").replace("?", "_").replace("=", "-") or "index"
+    return SCREENSHOTS / f"{name}-{viewport}.png"
+
+
+def test_every_page_fits_both_viewports_passes_axe_and_loads_plotly_only_with_charts(site):
+    base, sub, trials = site
+    axe = axe_source()
+    signed_in = ["/account/", "/submit/", "/moderation/", f"/submissions/{sub.pk}/",
+                 f"/submissions/{sub.pk}/trials/{trials[0].pk}/trajectory/"]
+    failures: list[str] = []
     with chromium() as browser:
-        _check_leaderboard(browser, site)
-        _check_categories(browser, site)
+        session = sign_in(browser, base, "maint", "pw-maint-123!")
+        for viewport in VIEWPORTS:
+            pages = [(p, None) for p in [*PUBLIC, f"/submissions/{sub.pk}/", *THIRD_PARTY]]
+            pages += [(p, session) for p in signed_in]
+            for path, state in pages:
+                r = check_page(browser, base, path, viewport, axe, session=state,
+                               screenshot=_shot(path + ("-signed-in" if state else ""), viewport))
+                failures += _problems(r, path, viewport)
+        _check_interactions(browser, base, sub, trials)
+    assert failures == []
 
 
-def _check_leaderboard(browser, site):
-    page, problems = _open(browser, site + "/", "leaderboard.png")
-    rows = page.locator('[data-testid="leaderboard-table"] tbody tr')
-    assert rows.count() == 10
-    assert "Codex (GPT 5.5)" in rows.nth(0).inner_text()
-    assert page.locator("div.chart .main-svg .bars .point").count() == 10
-    assert page.locator('[data-testid="reconstructed-notice"]').is_visible()
-    assert problems == []
-    page.close()
+def _problems(r, path: str, viewport: str) -> list[str]:
+    where = f"{path} @ {viewport}"
+    out = []
+    expected = 404 if path == "/no-such-page/" else 200
+    if r.status != expected:
+        out.append(f"{where}: HTTP {r.status}")
+    if r.overflows:
+        out.append(f"{where}: document {r.width}px wide in a {r.viewport_width}px viewport")
+    if path not in THIRD_PARTY and (r.serious or r.critical):
+        out.append(f"{where}: axe {r.serious + r.critical}")
+    if r.charts_without_alt:
+        out.append(f"{where}: charts without a text alternative {r.charts_without_alt}")
+    if r.fetched_plotly != (path in CHART_PAGES):
+        out.append(f"{where}: Plotly fetched={r.fetched_plotly}, charts={r.charts}")
+    if (path in CHART_PAGES) != (r.charts > 0):
+        out.append(f"{where}: {r.charts} charts")
+    if any(not s.startswith("http://localhost") for s in r.scripts):
+        out.append(f"{where}: scripts from elsewhere {r.scripts}")
+    problems = [p for p in r.problems if not (expected == 404 and "404" in p)]
+    if problems:
+        out.append(f"{where}: console {problems}")
+    return out
 
 
-def test_cost_page_renders_scatter_with_pareto_frontier(site):
-    with chromium() as browser:
-        _check_cost(browser, site)
+def _check_interactions(browser, base: str, sub, trials) -> None:
+    """Menu button on a phone; cost axis switch; drill-down row -> agent -> submission ->
+    trial -> trajectory -> next trial and back."""
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    page.goto(base + "/")
+    nav = page.get_by_role("navigation", name="Leaderboard pages")
+    assert not nav.is_visible()
+    page.get_by_role("button", name="Menu").click()
+    assert nav.is_visible()
+    assert page.get_by_role("button", name="Menu").get_attribute("aria-expanded") == "true"
+    ctx.close()
 
-
-def _check_cost(browser, site):
-    page, problems = _open(browser, site + "/cost/", "cost.png")
-    assert page.locator('[data-testid="cost-table"] tbody tr').count() == 10
-    assert page.locator("div.chart .main-svg .scatterlayer .trace").count() == 2
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(base + "/cost/")
+    page.wait_for_selector("div.chart .main-svg")
     assert page.locator(".legendtext", has_text="Pareto frontier").count() == 1
     page.click("text=Mean time per attempt (minutes)")
     page.wait_for_selector("div.chart .main-svg")
-    assert "x=time" in page.url
-    assert page.locator(".xtitle", has_text="minutes").count() == 1
-    assert problems == []
-    page.close()
+    assert "x=time" in page.url and page.locator(".xtitle", has_text="minutes").count() == 1
 
-
-def _check_categories(browser, site):
-    page, problems = _open(browser, site + "/categories/", "categories.png")
-    assert page.locator("div.chart .main-svg .hm").count() >= 1
-    assert problems == []
+    page.goto(base + "/")
+    page.get_by_role("link", name="Codex (GPT 5.5)").first.click()
+    page.wait_for_url("**/agents/codex-gpt-5-5/**")
+    page.locator('[data-testid="submission-link"]').click()
+    page.wait_for_url(f"**/submissions/{sub.pk}/")
+    row = page.locator(f"#t{trials[0].benchmark_task_id}-{trials[0].attempt}")
+    assert row.count() == 1
+    row.get_by_role("link").click()
+    page.wait_for_url(f"**/trials/{trials[0].pk}/trajectory/")
+    assert page.locator('[data-testid="outcome"]').inner_text() == trials[0].get_outcome_display()
+    page.locator('[data-testid="next"]').click()
+    page.wait_for_url(f"**/trials/{trials[1].pk}/trajectory/")
+    page.locator('[data-testid="back"]').click()
+    page.wait_for_url(f"**/submissions/{sub.pk}/#t*")
     page.close()

@@ -34,7 +34,7 @@ PAGES = {
     "/api/v1/categories/": 1 + 3,
     "/api/v1/groups/": 1 + 1,
     "/api/v1/harness-families/": 1 + 1,
-    "/api/v1/trials/": 1 + 2,
+    "/api/v1/trials/": 1 + 3,          # version, submission ids, trials, total count
     "/api/v1/benchmarks/": 1,
 }
 
