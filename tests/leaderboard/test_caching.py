@@ -1,6 +1,8 @@
 """Pages, CSVs and API payloads are served from the cache until a publish commits; conditional
 requests get 304; large tables are windowed with the window in the URL."""
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -130,5 +132,6 @@ def test_search_and_sort_stay_in_the_window_links(client, seven_agents):
 def test_the_task_matrix_pages_by_agents(client, seven_agents):
     bv = seven_agents
     body = client.get(f"/task-matrix/?benchmark={bv.slug}&page=2").content.decode()
-    assert body.count('title="attempt 3:') == 2 * 5
+    # one letter per third attempt, each linking to its trial (2 agents x 5 tasks)
+    assert len(re.findall(r'#t\d+-3">[PFTEI]</a>', body)) == 2 * 5
     assert "Agents 3–4 of 7" in body

@@ -72,7 +72,7 @@ def test_heatmap_cells_and_the_table_print_the_same_percentages(board, client):
                                   "/task-matrix/"])
 def test_a_filter_that_matches_nothing_shows_an_empty_state_not_empty_axes(path, board, client):
     body = client.get(path + Q + "&verified=1").content.decode()
-    assert 'data-testid="empty-state"' in body and "match these filters" in body
+    assert 'data-testid="empty-state"' in body and "for this benchmark version and filters" in body
     if path != "/imaging-vs-text/":  # the harness-family chart is not filtered
         assert "plotly-cartesian" not in body and 'class="chart"' not in body
 
