@@ -90,9 +90,8 @@ def trial_neighbours(*, trial: Trial) -> tuple[Trial | None, Trial | None]:
     if trial.pk not in pks:
         return None, None
     i = pks.index(trial.pk)
-    wanted = [pk for pk in (pks[i - 1] if i > 0 else None,
-                            pks[i + 1] if i + 1 < len(pks) else None) if pk is not None]
-    found = {t.pk: t for t in Trial.objects.filter(pk__in=wanted).select_related("benchmark_task")}
     prev_pk = pks[i - 1] if i > 0 else None
     next_pk = pks[i + 1] if i + 1 < len(pks) else None
+    found = {t.pk: t for t in Trial.objects.filter(pk__in=[prev_pk, next_pk])
+             .select_related("benchmark_task")}
     return found.get(prev_pk), found.get(next_pk)

@@ -77,6 +77,13 @@ def test_a_filter_that_matches_nothing_shows_an_empty_state_not_empty_axes(path,
         assert "plotly-cartesian" not in body and 'class="chart"' not in body
 
 
+def test_the_leaderboard_says_when_its_results_last_changed(board, client):
+    bv, *_ = board
+    body = client.get("/" + Q).content.decode()
+    stamp = bv.aggregate_version.updated_at.strftime("%Y-%m-%d %H:%M")
+    assert f'data-testid="last-updated">Results last updated <time' in body and stamp in body
+
+
 def test_plotly_is_loaded_only_on_pages_with_a_chart(board, client):
     assert "plotly-cartesian" in client.get("/" + Q).content.decode()
     for path in ("/task-matrix/", "/tasks/", "/methods/", "/contribute/"):
