@@ -20,7 +20,7 @@ from tests.factories import AgentFactory, BenchmarkTaskFactory, SubmissionFactor
 PUBLIC_READS = {
     "leaderboard", "categories", "groups", "harness", "cost", "task_matrix", "tasks", "task",
     "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup",
-    "api-schema", "api-benchmarks", "api-leaderboard", "api-categories", "api-groups",
+    "api-schema", "api-docs", "api-benchmarks", "api-leaderboard", "api-categories", "api-groups",
     "api-harness-families", "api-trials",
 }
 # Anonymous POSTs that are the way in (a form answered with its errors, nothing created).
