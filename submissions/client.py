@@ -5,7 +5,10 @@
 
 packs the job directories into a .tar.gz (regular files only), uploads it with a progress bar
 and an Idempotency-Key (so a retry after a dropped connection cannot submit twice), then polls
-the submission's status until it is queued or final. Equivalent curl:
+the submission's status until verification reaches a verdict (or --until queued) and prints
+it. Exit status: 0 verified or published, 1 refused, discrepancy, failed or rejected.
+Run it from the repository as `.venv/bin/python -m submissions.client ...`, or copy this one
+file anywhere and run `python3 client.py ...`. Equivalent curl:
 
     curl -H "Authorization: Token $TOKEN" -H "Idempotency-Key: $(uuidgen)" \
          -F archive=@run.tar.gz -F metadata=@metadata.yaml $URL/api/v1/submissions/
@@ -26,7 +29,9 @@ import uuid
 from pathlib import Path
 
 CHUNK = 1 << 20
-DONE = {"queued", "verified", "discrepancy", "failed", "published", "rejected", "withdrawn"}
+# Terminal states of a submission (a verdict, or the end of its life); "queued" with --until.
+DONE = {"verified", "discrepancy", "failed", "published", "rejected", "withdrawn"}
+GOOD = {"verified", "published"}
 
 
 def pack(job_dirs: list[Path], out: Path) -> Path:
@@ -76,15 +81,19 @@ def upload(url: str, token: str, archive: Path, metadata: Path | None, key: str,
                 out.write(f"\ruploading {sent * 100 // length:3d}% ({sent >> 20} MiB)")
         conn.send(b"\r\n")
     conn.send(tail)
-    out.write("\n")
+    out.write(f"\ruploading 100% ({length >> 20} MiB)\n")
     resp = conn.getresponse()
     body = json.loads(resp.read() or b"{}")
-    if resp.status != 201:
-        raise SystemExit(f"upload refused ({resp.status}): {json.dumps(body, indent=1)}")
+    if resp.status not in (200, 201):
+        problems = body.get("problems") or []
+        lines = [f"  {p.get('code')}  {p.get('path')}: {p.get('message')}" for p in problems]
+        raise SystemExit(f"upload refused ({resp.status}):\n" + ("\n".join(lines) if lines
+                                                                else json.dumps(body, indent=1)))
     return body
 
 
-def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.stderr) -> dict:
+def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.stderr,
+         until: frozenset[str] | set[str] = DONE) -> dict:
     sub_id = status_path.rstrip("/").rsplit("/", 1)[-1]
     target = urllib.parse.urlsplit(url.rstrip("/") + f"/api/v1/submissions/{sub_id}/")
     while True:
@@ -95,29 +104,52 @@ def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.
         doc = json.loads(conn.getresponse().read())
         out.write(f"status {doc['status']}, {doc['progress']['done']}/{doc['progress']['total']}"
                   f" trials, queue position {doc.get('queue_position')}\n")
-        if doc["status"] in DONE:
+        if doc["status"] in until:
             return doc
         time.sleep(interval)
 
 
-def main(argv: list[str] | None = None) -> int:
+def verdict_lines(url: str, doc: dict) -> list[str]:
+    """What a submitter needs to read at the end: the state, the checks, where to look."""
+    lines = [f"submission {doc['id']} on {doc['benchmark']}: {doc['status']}"]
+    if doc.get("status_reason"):
+        lines.append(f"  reason: {doc['status_reason']}")
+    verification = doc.get("verification") or {}
+    for key in ("verdict", "summary"):
+        value = verification.get(key)
+        if value:
+            lines.append(f"  {key}: {value if isinstance(value, str) else json.dumps(value)}")
+    lines.append(f"  status page: {url.rstrip('/')}{doc['url']}")
+    return lines
+
+
+def main(argv: list[str] | None = None, *, out=None, err=None) -> int:
+    """The command line; ``out`` gets the answer and the verdict, ``err`` the progress."""
+    out, err = out or sys.stdout, err or sys.stderr
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("job_dirs", nargs="+", type=Path)
     ap.add_argument("--url", required=True)
     ap.add_argument("--token", default=os.environ.get("HAB_TOKEN", ""))
     ap.add_argument("--metadata", type=Path)
     ap.add_argument("--idempotency-key", default=str(uuid.uuid4()))
-    ap.add_argument("--no-wait", action="store_true")
+    ap.add_argument("--no-wait", action="store_true", help="upload, print the answer, stop")
+    ap.add_argument("--until", choices=["verdict", "queued"], default="verdict",
+                    help="poll until a verdict (default) or only until the upload is queued")
+    ap.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
     args = ap.parse_args(argv)
     if not args.token:
         ap.error("--token or HAB_TOKEN is required")
     with tempfile.TemporaryDirectory() as tmp:
         archive = pack(args.job_dirs, Path(tmp) / "run.tar.gz")
-        result = upload(args.url, args.token, archive, args.metadata, args.idempotency_key)
-    print(json.dumps(result))
-    if not args.no_wait:
-        poll(args.url, args.token, result["url"])
-    return 0
+        result = upload(args.url, args.token, archive, args.metadata, args.idempotency_key,
+                        out=err)
+    print(json.dumps(result), file=out, flush=True)
+    if args.no_wait:
+        return 0
+    until = {"queued", *DONE} if args.until == "queued" else DONE
+    doc = poll(args.url, args.token, result["url"], interval=args.interval, until=until, out=err)
+    print("\n".join(verdict_lines(args.url, doc)), file=out, flush=True)
+    return 0 if doc["status"] in GOOD or doc["status"] == "queued" else 1
 
 
 if __name__ == "__main__":

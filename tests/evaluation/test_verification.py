@@ -260,18 +260,20 @@ def test_grader_tampering_files_have_no_effect(settings, oracle):
     assert checks[CT].detail["outputs"]["found"] == ["/workspace/submission.json"]
 
 
-def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path):
+def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_server):
     """Integration with the upload intake: a real Harbor-shaped job directory (the submissions
-    fixture builder) goes through POST /api/v1/submissions/; the reconciler finds the queued
-    submission and verification re-grades the stored artifacts."""
+    fixture builder) is uploaded by the submitter client (`python -m submissions.client`)
+    to a live server; the reconciler finds the queued submission, verification re-grades the
+    stored artifacts, and the client, polling meanwhile, prints the verdict."""
     import io
-    import tarfile
+    import threading
 
     import yaml
     from django.contrib.auth import get_user_model
     from django.test import Client
 
     from evaluation.verification import reap_stuck_submissions, verification_run
+    from submissions import client
     from submissions.models import Submission
     from submissions.services import token_issue
     from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
@@ -292,21 +294,24 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path):
             paths[task.name] = cpath
     build_job_dir(tmp_path / "upload", {t.name: t.content_digest for t in bv.tasks.all()},
                   attempts=3, agent="oracle", outputs=outputs, output_paths=paths)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for p in sorted((tmp_path / "upload").rglob("*")):
-            if p.is_file():
-                tar.add(p, arcname=p.relative_to(tmp_path / "upload").as_posix())
     user = get_user_model().objects.create_user("verif-submitter", password="x")
-    files = {"archive": io.BytesIO(buf.getvalue()),
-             "metadata": io.BytesIO(yaml.safe_dump(build_metadata(
-                 harness="oracle", harness_version="1.0.0", agent_display_name="Oracle",
-                 )).encode())}
-    files["archive"].name, files["metadata"].name = "run.tar.gz", "metadata.yaml"
-    response = Client(HTTP_AUTHORIZATION=f"Token {token_issue(user=user)[1]}").post(
-        "/api/v1/submissions/", files)
-    assert response.status_code == 201, response.content
-    sub = Submission.objects.get(pk=response.json()["id"])
+    meta = tmp_path / "metadata.yaml"
+    meta.write_text(yaml.safe_dump(build_metadata(
+        harness="oracle", harness_version="1.0.0", agent_display_name="Oracle")))
+    (job_dir,) = (tmp_path / "upload").iterdir()
+    printed, errors, result = io.StringIO(), io.StringIO(), {}
+    token = token_issue(user=user)[1]
+
+    def run_client():
+        result["exit"] = client.main([
+            "--url", live_server.url, "--token", token, "--metadata", str(meta),
+            "--interval", "0.5", str(job_dir)], out=printed, err=errors)
+
+    thread = threading.Thread(target=run_client, daemon=True)
+    thread.start()
+    vs.wait_for(lambda: Submission.objects.filter(owner=user).exists() or not thread.is_alive(),
+                120, "the client's upload")
+    sub = Submission.objects.get(owner=user)
     job = sub.verification_jobs.first()
     if job is None:  # the intake hook is not wired yet: the reconciler enqueues it (R5)
         report = reap_stuck_submissions()
@@ -316,6 +321,12 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path):
     sub.refresh_from_db()
     assert sub.status == "verified", job.__class__.objects.get(pk=job.pk).summary
     assert sub.trials.filter(verified_reward=1.0).count() == 21
+    thread.join(timeout=60)
+    assert result.get("exit") == 0, (printed.getvalue(), errors.getvalue())
+    assert "uploading 100%" in errors.getvalue()
+    assert "status verified, 21/21 trials" in errors.getvalue()  # progress until the verdict
+    assert f"submission {sub.pk} on {bv.slug}: verified" in printed.getvalue()
+    assert f"{live_server.url}/submissions/{sub.pk}/" in printed.getvalue()
     # Issue 4's end: a maintainer publishes it; it appears on the leaderboard and in the CSVs.
     from leaderboard.models import LeaderboardEntry
     from submissions.services import submission_publish
