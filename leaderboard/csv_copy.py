@@ -19,8 +19,24 @@ from django.db import connection
 
 from leaderboard import selectors
 from leaderboard.csv_export import header_line
-from leaderboard.models import BenchmarkVersion
+from leaderboard.models import (
+    Agent,
+    BenchmarkTask,
+    BenchmarkVersion,
+    Category,
+    LeaderboardEntry,
+    TaskCell,
+)
+from submissions.models import Submission, Trial
 from leaderboard.tables import RECONSTRUCTED, TASK_MATRIX_COLUMNS, TRIAL_COLUMNS
+
+
+def _tables() -> dict[str, str]:
+    """Table names from the models (the catalogue may move between apps)."""
+    return {"trial": Trial._meta.db_table, "entry": LeaderboardEntry._meta.db_table,
+            "submission": Submission._meta.db_table, "agent": Agent._meta.db_table,
+            "task": BenchmarkTask._meta.db_table, "category": Category._meta.db_table,
+            "cell": TaskCell._meta.db_table}
 
 
 def supported() -> bool:
@@ -73,13 +89,14 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
         "THEN 're-graded' ELSE 'claimed' END",
         _text(_flags_text("t.flags")), "t.submission_id",
     ])
+    n = _tables()
     sql = (
-        f"SELECT {select} FROM submissions_trial t "
-        "JOIN leaderboard_leaderboardentry e ON e.submission_id = t.submission_id "
-        "JOIN submissions_submission s ON s.id = t.submission_id "
-        "JOIN leaderboard_agent a ON a.id = s.agent_id "
-        "JOIN leaderboard_benchmarktask bt ON bt.id = t.benchmark_task_id "
-        "JOIN leaderboard_category c ON c.id = bt.category_id "
+        f"SELECT {select} FROM {n['trial']} t "
+        f"JOIN {n['entry']} e ON e.submission_id = t.submission_id "
+        f"JOIN {n['submission']} s ON s.id = t.submission_id "
+        f"JOIN {n['agent']} a ON a.id = s.agent_id "
+        f"JOIN {n['task']} bt ON bt.id = t.benchmark_task_id "
+        f"JOIN {n['category']} c ON c.id = bt.category_id "
         f"WHERE e.id IN ({ids_sql}) "
         "ORDER BY a.display_name, bt.position, t.attempt, t.submission_id"
     )
@@ -97,12 +114,13 @@ def task_matrix_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tu
         "COALESCE(cell.successes, 0)", _provenance("e.reconstructed", "e.verified"),
         _text("cell.claimed_outcomes"), _text(f"COALESCE({cell_flags}, '')"),
     ])
+    n = _tables()
     sql = (
-        f"SELECT {select} FROM leaderboard_leaderboardentry e "
-        "JOIN leaderboard_agent a ON a.id = e.agent_id "
-        "CROSS JOIN leaderboard_benchmarktask bt "
-        "JOIN leaderboard_category c ON c.id = bt.category_id "
-        "LEFT JOIN leaderboard_taskcell cell ON cell.entry_id = e.id "
+        f"SELECT {select} FROM {n['entry']} e "
+        f"JOIN {n['agent']} a ON a.id = e.agent_id "
+        f"CROSS JOIN {n['task']} bt "
+        f"JOIN {n['category']} c ON c.id = bt.category_id "
+        f"LEFT JOIN {n['cell']} cell ON cell.entry_id = e.id "
         "AND cell.benchmark_task_id = bt.id "
         f"WHERE e.id IN ({ids_sql}) AND bt.benchmark_version_id = %s "
         "ORDER BY e.rank, a.display_name, e.id, bt.position, bt.name"

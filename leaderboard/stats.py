@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats as _scipy_stats
 
 Z_95 = 1.959963984540054
@@ -118,3 +119,54 @@ def competition_ranks(rates: Sequence[float]) -> list[int]:
 
 def macro_mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def tie_groups_vectorised(
+    per_task_rates: Sequence[dict[str, float]], alpha: float, block: int = 1024
+) -> list[int]:
+    """``tie_groups`` with numpy: the same leader rule, each leader tested against the agents
+    after it a block at a time (stopping at the first that differs), so 10,000 agents take
+    milliseconds instead of a Python loop per agent. Same results as ``tie_groups``
+    (tests/leaderboard/test_stats_vectorised.py)."""
+    n_agents = len(per_task_rates)
+    if not n_agents:
+        return []
+    keys = sorted({k for rates in per_task_rates for k in rates})
+    column = {k: j for j, k in enumerate(keys)}
+    matrix = np.full((n_agents, len(keys)), np.nan)
+    for i, rates in enumerate(per_task_rates):
+        for k, v in rates.items():
+            matrix[i, column[k]] = v
+    groups = np.zeros(n_agents, dtype=np.int64)
+    group, leader = 1, 0
+    groups[0] = 1
+    start = 1
+    while start < n_agents:
+        rest = matrix[start:start + block]
+        differs = _differs_vectorised(matrix[leader], rest, alpha)
+        hit = int(np.argmax(differs)) if differs.any() else -1
+        if hit < 0:
+            groups[start:start + len(rest)] = group
+            start += len(rest)
+            continue
+        groups[start:start + hit] = group
+        group += 1
+        leader = start + hit
+        groups[leader] = group
+        start = leader + 1
+    return groups.tolist()
+
+
+def _differs_vectorised(leader: np.ndarray, others: np.ndarray, alpha: float) -> np.ndarray:
+    """paired_p_value(leader, other) < alpha for each row of others, over shared tasks."""
+    shared = ~np.isnan(others) & ~np.isnan(leader)[None, :]
+    n = shared.sum(axis=1)
+    diffs = np.where(shared, leader[None, :] - others, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = diffs.sum(axis=1) / n
+        var = (np.where(shared, diffs - mean[:, None], 0.0) ** 2).sum(axis=1) / (n - 1)
+        t = mean / np.sqrt(var / n)
+        p = 2 * _scipy_stats.t.sf(np.abs(t), df=np.maximum(n - 1, 1))
+    p = np.where(var == 0, np.where(mean == 0, 1.0, 0.0), p)
+    p = np.where(n < 2, 1.0, p)
+    return p < alpha

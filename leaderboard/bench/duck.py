@@ -16,19 +16,20 @@ from pathlib import Path
 import duckdb
 from django.db import connection
 
-from leaderboard.models import BenchmarkVersion
+from leaderboard.models import Agent, BenchmarkTask, BenchmarkVersion, Category, Harness
+from submissions.models import Submission, Trial
 
 _EXPORT = """
 COPY (
   SELECT s.id AS submission_id, s.agent_id, h.family, t.benchmark_task_id AS task_id,
          bt.category_id, c."group" AS grp, t.attempt, t.outcome, t.claimed_outcome, t.cost_usd,
          t.duration_s, t.output_tokens, s.published_at
-  FROM submissions_trial t
-  JOIN submissions_submission s ON s.id = t.submission_id
-  JOIN leaderboard_agent a ON a.id = s.agent_id
-  JOIN leaderboard_harness h ON h.id = a.harness_id
-  JOIN leaderboard_benchmarktask bt ON bt.id = t.benchmark_task_id
-  JOIN leaderboard_category c ON c.id = bt.category_id
+  FROM {trial} t
+  JOIN {submission} s ON s.id = t.submission_id
+  JOIN {agent} a ON a.id = s.agent_id
+  JOIN {harness} h ON h.id = a.harness_id
+  JOIN {task} bt ON bt.id = t.benchmark_task_id
+  JOIN {category} c ON c.id = bt.category_id
   WHERE s.benchmark_version_id = %s AND s.status = 'published'
 ) TO STDOUT WITH (FORMAT csv, HEADER)
 """
@@ -87,12 +88,19 @@ _GROUP_BYS = [
 ]
 
 
+def _export_sql() -> str:
+    return _EXPORT.format(
+        trial=Trial._meta.db_table, submission=Submission._meta.db_table,
+        agent=Agent._meta.db_table, harness=Harness._meta.db_table,
+        task=BenchmarkTask._meta.db_table, category=Category._meta.db_table)
+
+
 def duckdb_rebuild_seconds(*, benchmark_version: BenchmarkVersion) -> tuple[float, int]:
     """Seconds DuckDB takes for the group-bys (best of 3), and the number of trials loaded."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trials.csv"
         with (path.open("wb") as out, connection.cursor() as cursor,
-              cursor.cursor.copy(_EXPORT, (benchmark_version.pk,)) as copy):
+              cursor.cursor.copy(_export_sql(), (benchmark_version.pk,)) as copy):
             for chunk in copy:
                 out.write(chunk)
         db = duckdb.connect(":memory:")
