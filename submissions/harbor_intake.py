@@ -76,6 +76,15 @@ def _spec(bv: BenchmarkVersion):
                          checksums=checksums, outputs=outputs)
 
 
+def submittable_benchmark_versions() -> list[BenchmarkVersion]:
+    """Versions this site can re-grade (so accepts uploads for): not reconstructed, with tasks,
+    every one of them runnable here. Two queries."""
+    versions = list(BenchmarkVersion.objects.filter(is_reconstructed=False)
+                    .prefetch_related("tasks").order_by("name", "version"))
+    return [bv for bv in versions
+            if bv.tasks.all() and all(t.runnable_here for t in bv.tasks.all())]
+
+
 def _benchmark(slug: str, out: CheckedUpload) -> BenchmarkVersion | None:
     name, _, version = slug.partition("@")
     bv = BenchmarkVersion.objects.filter(name=name, version=version).first()

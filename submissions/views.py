@@ -7,6 +7,7 @@ import json
 from functools import wraps
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -90,9 +91,27 @@ def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
     return redirect("account")
 
 
-@login_required
+def _submit_guide(request: HttpRequest) -> dict:
+    """The Submit page's how-to: the chosen (or first) version this site re-grades, its tasks
+    grouped by category with the output path to collect, and this site's URL."""
+    from submissions.harbor_intake import submittable_benchmark_versions
+
+    versions = submittable_benchmark_versions()
+    wanted = request.GET.get("benchmark", "")
+    bv = next((v for v in versions if v.slug == wanted), versions[0] if versions else None)
+    categories: dict[str, str] = {}
+    for task in (bv.tasks.all() if bv else []):
+        categories.setdefault(task.name.split("/")[0], task.package_path.rsplit("/", 1)[0])
+    return {"versions": versions, "bv": bv, "categories": sorted(categories.items()),
+            "site_url": request.build_absolute_uri("/").rstrip("/"),
+            "repository_url": settings.REPOSITORY_URL}
+
+
 @require_http_methods(["GET", "POST"])
 def submit_agent(request: HttpRequest) -> HttpResponse:
+    """Public: how to run Harbor and submit; signed-in users also get the upload form."""
+    if request.method == "POST" and not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
     form = UploadForm(request.POST or None, request.FILES or None)
     problems, status = [], 200
     if request.method == "POST":
@@ -113,8 +132,8 @@ def submit_agent(request: HttpRequest) -> HttpResponse:
                 problems, status = [{"code": exc.code, "path": "", "message": str(exc)}], 429
             else:
                 return redirect("submission-status", pk=submission.pk)
-    return render(request, "submissions/submit.html", {"form": form, "problems": problems},
-                  status=status)
+    return render(request, "submissions/submit.html",
+                  {"form": form, "problems": problems, **_submit_guide(request)}, status=status)
 
 
 @require_GET

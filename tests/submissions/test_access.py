@@ -60,7 +60,9 @@ def test_anonymous_callers_get_404_and_cannot_write(owned_submission, client):
     assert client.post("/api/v1/submissions/").status_code in (401, 403)
     assert client.get("/api/v1/submissions/").status_code in (401, 403)
     assert client.get("/account/").status_code == 302
-    assert client.get("/submit/").status_code == 302
+    # The Submit page is a public how-to; uploading through it needs an account.
+    assert client.get("/submit/").status_code == 200
+    assert client.post("/submit/").status_code == 302
     assert client.get("/moderation/").status_code == 302
 
 

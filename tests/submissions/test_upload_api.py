@@ -269,3 +269,21 @@ def test_the_form_lists_every_problem_too(synthetic, tmp_path, owner):
     body = response.content.decode()
     assert response.status_code == 400
     assert "missing_metadata" in body and "no_job_directories" in body
+
+
+def test_the_public_submit_page_walks_through_the_whole_path(synthetic, client, owner):
+    bv, _tasks = synthetic
+    body = client.get("/submit/").content.decode()
+    assert '<a href="/submit/"' in body  # in the navigation for everyone
+    guide = body.split('data-testid="submit-guide"')[1]
+    command = guide.split('data-testid="harbor-command">')[1].split("</pre>")[0]
+    # The exact harbor run over every category directory of the version, 3 attempts, outputs.
+    for category in {t.split("/")[0] for t in _tasks}:
+        assert f" tasks/{category}" in command
+    assert "-k 3" in command and "--artifact" in command and "--env docker" in command
+    assert f"benchmark: {bv.slug}" in guide
+    assert ".venv/bin/python -m submissions.client --url http://testserver" in guide
+    assert "/api/v1/submissions/" in guide and "Re-grade" in guide and "Sign up" in guide
+    assert 'data-testid="upload-form"' not in body  # logged out: the how-to only
+    client.force_login(owner)
+    assert 'data-testid="upload-form"' in client.get("/submit/").content.decode()
