@@ -88,11 +88,13 @@ def launch(playwright):
 
 def check_page(browser, base_url: str, path: str, viewport: str, axe: str,
                session: dict | None = None, screenshot: Path | None = None,
-               wait_charts: bool = True) -> PageReport:
+               wait_charts: bool = True, color_scheme: str = "light") -> PageReport:
     """Open path in a fresh context (cold cache: the weight is a first visit's) with the
-    viewport and, when given, a signed-in session (Playwright storage state)."""
+    viewport, the colour scheme and, when given, a signed-in session (Playwright storage
+    state)."""
     w, h = VIEWPORTS[viewport]
-    context = browser.new_context(viewport={"width": w, "height": h}, storage_state=session)
+    context = browser.new_context(viewport={"width": w, "height": h}, storage_state=session,
+                                  color_scheme=color_scheme)
     page = context.new_page()
     scripts: list[str] = []
     problems: list[str] = []

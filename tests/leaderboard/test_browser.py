@@ -1,7 +1,7 @@
 """Real browser (Playwright driving Debian's chromium, axe-core from npm): every public page and
 the signed-in pages at 390x844 and 1440x900. Asserts no horizontal overflow, zero serious or
 critical axe violations, a text alternative for every chart, Plotly fetched only on chart pages,
-no console errors; keeps a screenshot of every page and viewport under var/screenshots/.
+no console errors (and the main pages again in dark mode); keeps a screenshot of every page and viewport under var/screenshots/.
 
 One browser launch and one demo load for the whole sweep (a single test): the sweep takes about a
 minute. Playwright's sync API runs an event loop, so it stays inside the test body and the
@@ -73,10 +73,10 @@ def site(live_server, transactional_db, settings, tmp_path):
     return live_server.url, sub, trials
 
 
-def _shot(path: str, viewport: str) -> Path:
+def _shot(path: str, viewport: str, variant: str = "") -> Path:
     name = (path.strip("/") or "index").replace("/", "_").replace("?", "_").replace("=", "-")
     name = "index" + name if name.startswith("_") else name
-    return SCREENSHOTS / f"{name}-{viewport}.png"
+    return SCREENSHOTS / f"{name}{variant}-{viewport}.png"
 
 
 def test_every_page_fits_both_viewports_passes_axe_and_loads_plotly_only_with_charts(site):
@@ -92,8 +92,13 @@ def test_every_page_fits_both_viewports_passes_axe_and_loads_plotly_only_with_ch
             pages += [(p, session) for p in signed_in]
             for path, state in pages:
                 r = check_page(browser, base, path, viewport, axe, session=state,
-                               screenshot=_shot(path + ("-signed-in" if state else ""), viewport))
+                               screenshot=_shot(path, viewport, "-signed-in" if state else ""))
                 failures += _problems(r, path, viewport)
+        # Dark mode (prefers-color-scheme) swaps every colour: contrast is checked again.
+        for path in ("/", "/categories/", "/task-matrix/", f"/submissions/{sub.pk}/"):
+            r = check_page(browser, base, path, "desktop", axe, color_scheme="dark",
+                           screenshot=_shot(path, "desktop", "-dark"))
+            failures += _problems(r, path, "desktop, dark")
         _check_interactions(browser, base, sub, trials)
     assert failures == []
 
