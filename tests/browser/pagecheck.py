@@ -28,7 +28,8 @@ PLOTLY_MARK = "/vendor/plotly/"
 _CHARTS_WITHOUT_ALT = """() => [...document.querySelectorAll('div.chart')].filter(el => {
   const fig = el.closest('figure');
   const cap = fig && fig.querySelector('figcaption');
-  const labelled = cap && fig.getAttribute('aria-labelledby') === cap.id && cap.textContent.trim().length > 10;
+  const labelled = cap && fig.getAttribute('aria-labelledby') === cap.id
+    && cap.textContent.trim().length > 10;
   const link = cap && cap.querySelector('a[href^="#"]');
   const table = link && document.getElementById(link.getAttribute('href').slice(1));
   return !(labelled && table && table.tagName === 'TABLE' && table.id === el.dataset.altTable);

@@ -1,11 +1,13 @@
 """Real browser (Playwright driving Debian's chromium, axe-core from npm): every public page and
 the signed-in pages at 390x844 and 1440x900. Asserts no horizontal overflow, zero serious or
 critical axe violations, a text alternative for every chart, Plotly fetched only on chart pages,
-no console errors (and the main pages again in dark mode); keeps a screenshot of every page and viewport under var/screenshots/.
+no console errors (and the main pages again in dark mode); keeps a screenshot of every page
+and viewport under var/screenshots/.
 
-One browser launch and one demo load for the whole sweep (a single test): the sweep takes about a
-minute. Playwright's sync API runs an event loop, so it stays inside the test body and the
-database teardown (which Django refuses to run inside an event loop) happens after it closes."""
+One browser launch and one demo load for the whole sweep (a single test), about 60 page visits:
+two to five minutes depending on the load of the machine. Playwright's sync API runs an event
+loop, so it stays inside the test body and the database teardown (which Django refuses to run
+inside an event loop) happens after it closes."""
 
 import json
 from contextlib import contextmanager
