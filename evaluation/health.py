@@ -2,7 +2,7 @@
 engine with a patched runc, the base image present (with the expected id when one is pinned)
 and every registered task image present under its content-digest tag.
 
-A worker checks its health before claiming a job (evaluation.verification): an unhealthy
+A worker checks its health before claiming a job (submissions.verification): an unhealthy
 worker claims nothing (the job stays pending and its message is retried with backoff, so a
 healthy worker takes it); a job that a worker held when an image or the engine went away is
 released as an infrastructure error and retried, never scored. `manage.py worker_health`

@@ -1,8 +1,7 @@
-"""Verification of submissions: one job per verification run, one row per check of a trial.
+"""The benchmark catalogue: versions, categories, tasks, harnesses, models and agents.
 
-The database is the truth (house style R16): a job is claimed with a conditional UPDATE, results
-are written with update_or_create keyed by the unique constraints below, so a redelivered or
-duplicated message never writes a second row, and a job's final states are never left.
+This is the bottom layer's data: submissions and the leaderboard point at it, it points at
+nothing above it.
 """
 
 from django.db import models
@@ -11,125 +10,149 @@ from django.db.models import Q
 from config.models import BaseModel
 
 
-class JobStatus(models.TextChoices):
-    PENDING = "pending", "Pending"  # waiting in the broker queue (or for the reconciler)
-    RUNNING = "running", "Running"  # claimed by a worker that heartbeats
-    DONE = "done", "Done"  # verdict written
-    FAILED = "failed", "Failed (infrastructure)"  # attempt cap reached; never scored
-    CANCELLED = "cancelled", "Cancelled"  # the submission left the verification path
+class Group(models.TextChoices):
+    IMAGING = "imaging", "Imaging"
+    TEXT = "text", "Text"
 
 
-ACTIVE_JOB_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
-FINAL_JOB_STATUSES = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+class BenchmarkVersion(BaseModel):
+    """An immutable task set, addressed as ``name@version``."""
 
-
-class VerificationJob(BaseModel):
-    submission = models.ForeignKey(
-        "submissions.Submission", on_delete=models.CASCADE, related_name="verification_jobs"
-    )
-    status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.PENDING)
-    attempt = models.PositiveSmallIntegerField(default=0)  # claims so far (the attempt cap)
-    claimed_by = models.CharField(max_length=200, blank=True)  # "<hostname>:<pid>"
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # Lease: past it (or with a stale heartbeat) the reaper takes the job back.
-    deadline_at = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True)  # last successful broker publish
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)  # shown on the status page while a job waits
-    config = models.JSONField(default=dict, blank=True)  # checks and samples this job runs
-    summary = models.JSONField(default=dict, blank=True)  # the verdict report
-    verdict = models.CharField(max_length=20, blank=True)  # verified | discrepancy
-    reaped = models.JSONField(default=list, blank=True)  # containers of dead attempts removed
+    name = models.SlugField(max_length=100)
+    version = models.CharField(max_length=40)
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    attempts_per_task = models.PositiveSmallIntegerField(default=3)
+    # Demo versions hold per-trial rows reconstructed from published aggregates.
+    is_reconstructed = models.BooleanField(default=False)
+    is_default = models.BooleanField(default=False)
+    content_digest = models.CharField(max_length=64, blank=True)
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=JobStatus.values), name="verification_job_status_valid"
-            ),
-            # At most one live job per submission: enqueueing twice reuses it.
-            models.UniqueConstraint(
-                fields=["submission"],
-                condition=Q(status__in=["pending", "running"]),
-                name="uniq_active_verification_job",
-            ),
+            models.UniqueConstraint(fields=["name", "version"], name="uniq_benchmark_name_version"),
+            models.CheckConstraint(condition=Q(attempts_per_task__gte=1), name="attempts_positive"),
         ]
-        indexes = [
-            # Serves the reaper: running jobs by heartbeat age.
-            models.Index(fields=["status", "heartbeat_at"], name="vjob_status_heartbeat"),
-            # Serves the reconciler: pending jobs never (or long ago) published.
-            models.Index(fields=["status", "enqueued_at"], name="vjob_status_enqueued"),
-        ]
-        ordering = ["-created_at"]
+        ordering = ["name", "version"]
 
     def __str__(self) -> str:
-        return f"VerificationJob {self.pk} of submission {self.submission_id} ({self.status})"
+        return self.slug
+
+    @property
+    def slug(self) -> str:
+        return f"{self.name}@{self.version}"
 
 
-class CheckKind(models.TextChoices):
-    REGRADE = "regrade", "Re-grade"
-    REPLAY = "replay", "Replay"
-    RERUN = "rerun", "Re-run"
-
-
-class CheckStatus(models.TextChoices):
-    MATCH = "match", "Matches the claim"
-    MISMATCH = "mismatch", "Differs from the claim"
-    NOT_REPLAYABLE = "not_replayable", "Not replayable"
-    NOT_RUNNABLE = "not_runnable", "Not runnable here"
-    SKIPPED = "skipped", "Skipped"
-    ERROR = "error", "Error"
-
-
-class TrialCheck(BaseModel):
-    """One check: a re-grade or a replay of a submitted trial, or one re-run of a task."""
-
-    job = models.ForeignKey(VerificationJob, on_delete=models.CASCADE, related_name="checks")
-    kind = models.CharField(max_length=10, choices=CheckKind.choices)
-    # Null for re-runs, which belong to a task rather than to a submitted trial.
-    trial = models.ForeignKey(
-        "submissions.Trial",
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="verification_checks",
+class Category(BaseModel):
+    benchmark_version = models.ForeignKey(
+        BenchmarkVersion, on_delete=models.CASCADE, related_name="categories"
     )
-    benchmark_task = models.ForeignKey(
-        "leaderboard.BenchmarkTask", on_delete=models.PROTECT, related_name="verification_checks"
-    )
-    sample_index = models.PositiveSmallIntegerField(default=0)  # re-run attempt number
-    status = models.CharField(max_length=16, choices=CheckStatus.choices)
-    claimed_reward = models.FloatField(null=True, blank=True)
-    verified_reward = models.FloatField(null=True, blank=True)
-    reproduced = models.BooleanField(null=True, blank=True)  # replay/re-run only
-    flags = models.JSONField(default=list, blank=True)
-    reason = models.TextField(blank=True)
-    detail = models.JSONField(default=dict, blank=True)
-    grader_version = models.CharField(max_length=64, blank=True)
-    job_attempt = models.PositiveSmallIntegerField(default=1)  # the attempt that wrote it
-    executions = models.PositiveIntegerField(default=1)  # times written (1 = exactly once)
-    duration_s = models.FloatField(null=True, blank=True)
+    slug = models.SlugField(max_length=80)
+    name = models.CharField(max_length=120)
+    group = models.CharField(max_length=10, choices=Group.choices)
+    modality = models.CharField(max_length=300)
+    data_source = models.CharField(max_length=300)
+    access = models.CharField(max_length=200)
+    success_criterion = models.TextField()
+    position = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=Q(kind__in=CheckKind.values), name="trial_check_kind_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(status__in=CheckStatus.values), name="trial_check_status_valid"
-            ),
             models.UniqueConstraint(
-                fields=["job", "trial", "kind"],
-                condition=Q(trial__isnull=False),
-                name="uniq_check_per_job_trial_kind",
+                fields=["benchmark_version", "slug"], name="uniq_category_per_version"
             ),
-            models.UniqueConstraint(
-                fields=["job", "benchmark_task", "kind", "sample_index"],
-                condition=Q(trial__isnull=True),
-                name="uniq_rerun_per_job_task_sample",
-            ),
+            models.CheckConstraint(condition=Q(group__in=Group.values), name="category_group_valid"),
         ]
-        ordering = ["job", "kind", "benchmark_task", "trial", "sample_index"]
+        ordering = ["benchmark_version", "position", "slug"]
+        verbose_name_plural = "categories"
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.trial_id or self.benchmark_task_id}: {self.status}"
+        return self.slug
+
+
+class BenchmarkTask(BaseModel):
+    benchmark_version = models.ForeignKey(
+        BenchmarkVersion, on_delete=models.CASCADE, related_name="tasks"
+    )
+    category = models.ForeignKey(Category, on_delete=models.PROTECT, related_name="tasks")
+    # "<category-slug>/case_NN" for the paper; "<category-slug>/<task_id>" for packages.
+    name = models.CharField(max_length=200)
+    content_digest = models.CharField(max_length=64, blank=True)
+    # True when a Harbor package for it lives in tasks/ and can run on this site.
+    runnable_here = models.BooleanField(default=False)
+    package_path = models.CharField(max_length=300, blank=True)
+    is_synthetic = models.BooleanField(default=False)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["benchmark_version", "name"], name="uniq_task_name_per_version"
+            ),
+        ]
+        ordering = ["benchmark_version", "position", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def case(self) -> str:
+        """The part of the name after the category ("case_01")."""
+        return self.name.split("/", 1)[-1]
+
+
+class Harness(BaseModel):
+    slug = models.SlugField(max_length=80, unique=True)
+    display_name = models.CharField(max_length=120)
+    # Harness family groups versions/forks of one harness (e.g. "codex").
+    family = models.SlugField(max_length=80)
+    url = models.URLField(blank=True)
+
+    class Meta:
+        ordering = ["display_name"]
+        verbose_name_plural = "harnesses"
+
+    def __str__(self) -> str:
+        return self.display_name
+
+
+class AIModel(BaseModel):
+    slug = models.SlugField(max_length=120, unique=True)
+    display_name = models.CharField(max_length=120)
+    provider = models.CharField(max_length=120)
+    # Model line and its version order, for "versions within a harness" (GPT 5.3 < 5.4 < 5.5).
+    family = models.CharField(max_length=120, blank=True)
+    version_order = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["provider", "family", "version_order", "display_name"]
+        verbose_name = "model"
+
+    def __str__(self) -> str:
+        return self.display_name
+
+
+class Agent(BaseModel):
+    """A harness (at a version) driving a model with given settings."""
+
+    harness = models.ForeignKey(Harness, on_delete=models.PROTECT, related_name="agents")
+    harness_version = models.CharField(max_length=60, blank=True)
+    model = models.ForeignKey(AIModel, on_delete=models.PROTECT, related_name="agents")
+    settings = models.JSONField(default=dict, blank=True)
+    settings_digest = models.CharField(max_length=64, blank=True)
+    display_name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=200, unique=True)
+    url = models.URLField(blank=True)
+    organisation = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["harness", "harness_version", "model", "settings_digest"],
+                name="uniq_agent_configuration",
+            ),
+        ]
+        ordering = ["display_name"]
+
+    def __str__(self) -> str:
+        return self.display_name

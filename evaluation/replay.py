@@ -14,7 +14,7 @@ A tool an adapter does not know makes the trial NOT replayable: the plan lists t
 tools, and verification reports it instead of guessing.
 
 `render_replay()` turns a plan into files copied to /replay in a fresh agent container
-(evaluation.verification runs them through runner.run_agent): run.sh (the driver),
+(submissions.verification runs them through runner.run_agent): run.sh (the driver),
 cmd-NNNN.sh (one per shell command), actions.json and apply.py (file writes, edits and
 patches, applied by the container's own python3). The answer never enters that container.
 """

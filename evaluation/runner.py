@@ -52,6 +52,8 @@ from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 
+from evaluation import archive, task_specs
+
 log = logging.getLogger(__name__)
 
 APP_LABEL = "healthagentbench"
@@ -542,12 +544,9 @@ def safe_extract(
     tar_path_or_obj, dest: Path, *, max_bytes: int, max_members: int = 100_000
 ) -> list[str]:
     """Extract a container's output archive with the project's one vetted extractor
-    (submissions/archive.py: regular files and directories only, no links, devices, absolute or
+    (evaluation/archive.py: regular files and directories only, no links, devices, absolute or
     `..` paths, streamed byte caps). Returns the extracted member names."""
-    from submissions.archive import ArchiveError, ArchiveLimits
-    from submissions.archive import safe_extract as vetted_extract
-
-    limits = ArchiveLimits(
+    limits = archive.ArchiveLimits(
         max_compressed_bytes=max_bytes + 16 * MiB,  # tar headers: 512 bytes per member
         max_total_bytes=max_bytes, max_file_bytes=max_bytes, max_entries=max_members,
     )
@@ -557,8 +556,8 @@ def safe_extract(
             shutil.copyfileobj(tar_path_or_obj, fh, 1 * MiB)
         staged = Path(tmp) / "out"
         try:
-            report = vetted_extract(tar_path, staged, limits)
-        except ArchiveError as exc:
+            report = archive.safe_extract(tar_path, staged, limits)
+        except archive.ArchiveError as exc:
             if exc.code in ("too_large", "too_many_entries"):
                 raise OutputTooLargeError(str(exc)) from exc
             raise UnsafeArchiveError(str(exc)) from exc
@@ -1145,10 +1144,8 @@ class VerifierRun:
 
 
 def declared_outputs(task_dir: Path) -> list[str]:
-    """Container paths the agent must produce (see evaluation.task_validation.declared_outputs)."""
-    from evaluation.task_validation import declared_outputs as from_spec
-
-    return from_spec(load_task_toml(task_dir))
+    """Container paths the agent must produce (see evaluation.task_specs.declared_outputs)."""
+    return task_specs.declared_outputs(load_task_toml(task_dir))
 
 
 def _copy_out(run: ContainerRun, paths: list[str], out_dir: Path) -> tuple[list[str], list[str]]:

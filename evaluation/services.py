@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.text import slugify
 
+from evaluation.models import AIModel, Agent, BenchmarkTask, BenchmarkVersion, Category, Harness
 from evaluation.task_specs import (
     BENCHMARK_NAME,
     CATEGORIES,
@@ -21,7 +24,6 @@ from evaluation.task_specs import (
     read_benchmark_manifests,
     write_benchmark_manifest,
 )
-from leaderboard.models import BenchmarkTask, BenchmarkVersion, Category
 
 NEW_VERSION_HINT = (
     "A registered benchmark version never changes (its submitters were measured on exactly "
@@ -270,3 +272,34 @@ def benchmark_version_release(*, tasks_dir: Path, slug: str) -> Path:
         raise ValueError(str(exc)) from None
     except Exception as exc:  # pydantic ValidationError: a bad name or version
         raise ValueError(f"{slug!r}: {exc}") from None
+
+
+def agent_get_or_create(
+    *,
+    harness: Harness,
+    model: AIModel,
+    harness_version: str = "",
+    agent_settings: dict | None = None,
+    display_name: str | None = None,
+) -> Agent:
+    """Idempotent: one Agent per (harness, harness version, model, settings digest)."""
+    agent_settings = agent_settings or {}
+    digest = hashlib.sha256(json.dumps(agent_settings, sort_keys=True).encode()).hexdigest()
+    name = display_name or f"{harness.display_name} ({model.display_name})"
+    slug_source = f"{harness.slug}-{harness_version}-{model.slug}-{digest[:8]}"
+    agent, _ = Agent.objects.get_or_create(
+        harness=harness,
+        harness_version=harness_version,
+        model=model,
+        settings_digest=digest,
+        defaults={
+            "settings": agent_settings,
+            "display_name": name,
+            "slug": _slugify(slug_source if harness_version or agent_settings else name),
+        },
+    )
+    return agent
+
+
+def _slugify(text: str) -> str:
+    return slugify(text.replace(".", "-"))[:200]

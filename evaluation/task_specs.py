@@ -209,6 +209,25 @@ class TaskPackage:
         return f"{self.category}/{self.task_id}"
 
 
+def declared_outputs(spec: dict) -> list[str]:
+    """Container paths the agent must write: Harbor `artifacts` under /workspace, else
+    `[metadata].submission_path` / `output_path`; default /workspace/submission.json."""
+    paths: list[str] = []
+    for item in spec.get("artifacts") or []:
+        src = item.get("source") if isinstance(item, dict) else item
+        if src and str(src).startswith("/workspace"):
+            paths.append(str(src))
+    meta = spec.get("metadata") or {}
+    for key in ("submission_path", "output_path"):
+        val = meta.get(key)
+        if isinstance(val, str) and val:
+            val = val.rstrip("/") or val
+            if val not in paths:
+                paths.append(val)
+    return [p.rstrip("/") or p for p in paths] or ["/workspace/submission.json"]
+
+
+
 def iter_package_files(root: Path) -> Iterator[Path]:
     """Every regular file of the package, skipping VCS/cache droppings, in sorted order."""
     for path in sorted(root.rglob("*")):

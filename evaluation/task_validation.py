@@ -22,14 +22,9 @@ import tomllib
 import uuid
 from pathlib import Path
 
-REQUIRED_METADATA = (
-    "category",
-    "group",
-    "modality",
-    "data_source",
-    "access",
-    "success_criterion",
-)
+from evaluation import runner, task_specs
+from evaluation.task_specs import declared_outputs
+
 ANSWER_NAME_PATTERNS = (
     "answer*",
     "*answers*",
@@ -61,24 +56,6 @@ class Check:
 def load_toml(task_dir: Path) -> dict:
     with open(Path(task_dir) / "task.toml", "rb") as fh:
         return tomllib.load(fh)
-
-
-def declared_outputs(spec: dict) -> list[str]:
-    """Container paths the agent must write: Harbor `artifacts` under /workspace, else
-    `[metadata].submission_path` / `output_path`; default /workspace/submission.json."""
-    paths: list[str] = []
-    for item in spec.get("artifacts") or []:
-        src = item.get("source") if isinstance(item, dict) else item
-        if src and str(src).startswith("/workspace"):
-            paths.append(str(src))
-    meta = spec.get("metadata") or {}
-    for key in ("submission_path", "output_path"):
-        val = meta.get(key)
-        if isinstance(val, str) and val:
-            val = val.rstrip("/") or val
-            if val not in paths:
-                paths.append(val)
-    return [p.rstrip("/") or p for p in paths] or ["/workspace/submission.json"]
 
 
 def _files(root: Path):
@@ -123,13 +100,9 @@ def structural_checks(task_dir: Path, *, base_image: str | None = None) -> list[
     The package schema and layout rules live in `evaluation.task_specs.check_task_package`
     (shared with `sync_tasks` and `new_task`); this adds the runner's own requirements
     (synthetic = true, outputs under /workspace, no symlinks, no tests/ file copied into the
-    build context). Without task_specs, `basic_structural_checks` covers the essentials.
+    build context).
     """
     task_dir = Path(task_dir)
-    try:
-        from evaluation import task_specs
-    except ImportError:
-        return basic_structural_checks(task_dir, base_image=base_image)
     problems = task_specs.check_task_package(task_dir)
     checks = [
         Check(
@@ -175,162 +148,8 @@ def structural_checks(task_dir: Path, *, base_image: str | None = None) -> list[
     return checks
 
 
-def basic_structural_checks(task_dir: Path, *, base_image: str | None = None) -> list[Check]:
-    """Stand-alone structural checks (used when evaluation.task_specs is unavailable)."""
-    task_dir = Path(task_dir)
-    checks: list[Check] = []
-
-    def add(name, ok, detail=""):
-        checks.append(Check(name, bool(ok), detail))
-
-    if not task_dir.is_dir():
-        add("task directory exists", False, f"{task_dir} is not a directory")
-        return checks
-    # task.toml
-    try:
-        spec = load_toml(task_dir)
-        add("task.toml parses", True)
-    except FileNotFoundError:
-        add("task.toml parses", False, "task.toml is missing")
-        spec = None
-    except tomllib.TOMLDecodeError as exc:
-        add("task.toml parses", False, f"invalid TOML: {exc}")
-        spec = None
-    if spec is not None:
-        meta = spec.get("metadata")
-        if not isinstance(meta, dict):
-            add("[metadata] complete", False, "no [metadata] table")
-        else:
-            missing = [k for k in REQUIRED_METADATA if not str(meta.get(k) or "").strip()]
-            add(
-                "[metadata] complete",
-                not missing,
-                f"missing: {', '.join(missing)}" if missing else "",
-            )
-            add(
-                "[metadata] synthetic = true",
-                meta.get("synthetic") is True,
-                "" if meta.get("synthetic") is True else f"synthetic = {meta.get('synthetic')!r}",
-            )
-            cat = meta.get("category")
-            add(
-                "category matches directory",
-                cat == task_dir.parent.name,
-                f"[metadata].category = {cat!r}, directory = {task_dir.parent.name!r}",
-            )
-        env = spec.get("environment") or {}
-        bad = [
-            k
-            for k in ("cpus", "memory_mb", "storage_mb")
-            if k in env and not (isinstance(env[k], int | float) and env[k] > 0)
-        ]
-        add("[environment] limits are positive numbers", not bad, ", ".join(bad))
-        outputs = declared_outputs(spec)
-        bad_out = [p for p in outputs if not p.startswith("/workspace/") or ".." in p.split("/")]
-        add(
-            "declared outputs are under /workspace",
-            not bad_out,
-            ", ".join(bad_out) if bad_out else ", ".join(outputs),
-        )
-        instr = task_dir / "instruction.md"
-        if instr.is_file():
-            text = instr.read_text(errors="replace")
-            unnamed = [p for p in outputs if p not in text]
-            add(
-                "instruction.md names the output path",
-                not unnamed,
-                f"not mentioned: {', '.join(unnamed)}" if unnamed else "",
-            )
-        else:
-            add("instruction.md names the output path", False, "instruction.md is missing")
-    # Required files.
-    for rel in ("environment/Dockerfile", "tests/test.sh", "solution/solve.sh"):
-        add(f"{rel} exists", (task_dir / rel).is_file())
-    dockerfile = task_dir / "environment" / "Dockerfile"
-    if dockerfile.is_file() and base_image:
-        froms = re.findall(r"(?im)^\s*FROM\s+(\S+)", dockerfile.read_text(errors="replace"))
-        add(
-            "Dockerfile starts FROM the base image",
-            bool(froms) and froms[0] == base_image,
-            f"FROM {froms[0] if froms else '(none)'}; expected {base_image}",
-        )
-    test_sh = task_dir / "tests" / "test.sh"
-    if test_sh.is_file():
-        add(
-            "tests/test.sh writes /logs/verifier/reward",
-            "/logs/verifier" in test_sh.read_text(errors="replace")
-            or "--reward-file" in test_sh.read_text(errors="replace"),
-        )
-    # No answers in the agent's build context.
-    env_dir = task_dir / "environment"
-    named = [
-        f.relative_to(env_dir).as_posix() for f in _files(env_dir) if _looks_like_answer(f.name)
-    ]
-    add("no answer-like file names under environment/", not named, ", ".join(named[:10]))
-    links = [f.relative_to(task_dir).as_posix() for f in _files(task_dir) if f.is_symlink()]
-    add("no symlinks in the package", not links, ", ".join(links[:10]))
-    fps = {h: rel for rel, (_s, h) in answer_fingerprints(task_dir).items()}
-    copies = []
-    for f in _files(env_dir):
-        if f.is_file() and f.stat().st_size >= MIN_HASHED_BYTES and sha256_file(f) in fps:
-            copies.append(f"{f.relative_to(env_dir).as_posix()} == tests/{fps[sha256_file(f)]}")
-    add("no copy of a tests/ file under environment/", not copies, "; ".join(copies[:10]))
-    return checks
-
-
-# --------------------------------------------------------------------------------------------
-# Docker checks
-# --------------------------------------------------------------------------------------------
-LEAK_PROBE = r"""
-import fnmatch, hashlib, json, os, socket, sys
-want = json.loads(sys.argv[1])            # {sha256: size}
-patterns = json.loads(sys.argv[2])
-sizes = set(want.values())
-hits, named, unreadable = [], [], 0
-SKIP = {"/proc", "/sys", "/dev"}
-NAME_ROOTS = ("/workspace", "/logs", "/tmp", "/opt", "/home", "/root", "/srv", "/mnt", "/data",
-              "/tests", "/solution")
-for dirpath, dirnames, filenames in os.walk("/", onerror=lambda e: None):
-    dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in SKIP]
-    for name in filenames:
-        p = os.path.join(dirpath, name)
-        low = name.lower()
-        if any(fnmatch.fnmatch(low, pat) for pat in patterns) and p.startswith(NAME_ROOTS):
-            named.append(p)
-        try:
-            st = os.lstat(p)
-        except OSError:
-            continue
-        if not os.path.isfile(p) or os.path.islink(p) or st.st_size not in sizes:
-            continue
-        try:
-            h = hashlib.sha256()
-            with open(p, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-        except OSError:
-            unreadable += 1
-            continue
-        if h.hexdigest() in want:
-            hits.append(p)
-env_hits = [k for k, v in os.environ.items() if any(x in v for x in ("answer", "/tests"))]
-net = {}
-for host, port in (("1.1.1.1", 53), ("169.254.169.254", 80), ("deb.debian.org", 80),
-                   ("172.17.0.1", 2375)):
-    try:
-        socket.create_connection((host, port), timeout=2).close()
-        net[f"{host}:{port}"] = "REACHABLE"
-    except OSError as exc:
-        net[f"{host}:{port}"] = type(exc).__name__
-print(json.dumps({"hash_hits": hits, "named": named, "env": env_hits, "net": net,
-                  "unreadable_candidates": unreadable, "uid": os.getuid()}))
-"""
-
-
 def _judge_spec(task_dir: Path, category: str | None):
-    from django.conf import settings
-
-    from evaluation import runner
+    from django.conf import settings  # lazily: the structural checks need no Django settings
 
     test_sh = (Path(task_dir) / "tests" / "test.sh").read_text(errors="replace")
     if category not in JUDGE_CATEGORIES and "XRAY_JUDGE_URL" not in test_sh:
@@ -343,8 +162,6 @@ def _judge_spec(task_dir: Path, category: str | None):
 
 def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) -> list[Check]:
     """Build the task image, run the oracle (must pass) and nop (must fail), probe for leaks."""
-    from evaluation import runner
-
     task_dir = Path(task_dir).resolve()
     checks: list[Check] = []
 

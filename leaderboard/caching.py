@@ -28,7 +28,7 @@ from django.utils.http import http_date
 
 from leaderboard import selectors
 from leaderboard.csv_export import bytes_chunks
-from leaderboard.models import BenchmarkVersion
+from evaluation.models import BenchmarkVersion
 
 USER_NAV = "_partials/user_nav.html"
 # Response headers kept with a cached body.

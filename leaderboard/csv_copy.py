@@ -19,14 +19,8 @@ from django.db import connection
 
 from leaderboard import selectors
 from leaderboard.csv_export import header_line
-from leaderboard.models import (
-    Agent,
-    BenchmarkTask,
-    BenchmarkVersion,
-    Category,
-    LeaderboardEntry,
-    TaskCell,
-)
+from evaluation.models import Agent, BenchmarkTask, BenchmarkVersion, Category
+from leaderboard.models import LeaderboardEntry, TaskCell
 from submissions.models import Submission, Trial
 from leaderboard.tables import RECONSTRUCTED, TASK_MATRIX_COLUMNS, TRIAL_COLUMNS
 

@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 from django.db.models import F, Prefetch, Q, QuerySet
 from django.db.models.functions import Lower
 
+from evaluation.models import BenchmarkTask, BenchmarkVersion, Category
 from leaderboard.models import (
     AggregateVersion,
-    BenchmarkTask,
-    BenchmarkVersion,
-    Category,
     CategoryEntry,
     GroupAggregate,
     LeaderboardEntry,

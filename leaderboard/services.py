@@ -1,9 +1,7 @@
-"""Writes to the leaderboard: catalogue upserts and the precomputed aggregate rebuild."""
+"""Writes to the leaderboard: the aggregate version and the precomputed aggregate rebuild."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -14,53 +12,16 @@ from django.db.models import Case, CharField, Count, Max, Q, Sum, Value, When
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from evaluation.models import BenchmarkVersion, Group
 from leaderboard import stats
 from leaderboard.models import (
     AggregateVersion,
-    Agent,
-    AIModel,
-    BenchmarkVersion,
     CategoryEntry,
-    Group,
     GroupAggregate,
-    Harness,
     LeaderboardEntry,
     TaskCell,
 )
 from submissions.models import OUTCOME_CODES, Outcome, Submission, Trial
-
-
-def agent_get_or_create(
-    *,
-    harness: Harness,
-    model: AIModel,
-    harness_version: str = "",
-    agent_settings: dict | None = None,
-    display_name: str | None = None,
-) -> Agent:
-    """Idempotent: one Agent per (harness, harness version, model, settings digest)."""
-    agent_settings = agent_settings or {}
-    digest = hashlib.sha256(json.dumps(agent_settings, sort_keys=True).encode()).hexdigest()
-    name = display_name or f"{harness.display_name} ({model.display_name})"
-    slug_source = f"{harness.slug}-{harness_version}-{model.slug}-{digest[:8]}"
-    agent, _ = Agent.objects.get_or_create(
-        harness=harness,
-        harness_version=harness_version,
-        model=model,
-        settings_digest=digest,
-        defaults={
-            "settings": agent_settings,
-            "display_name": name,
-            "slug": _slugify(slug_source if harness_version or agent_settings else name),
-        },
-    )
-    return agent
-
-
-def _slugify(text: str) -> str:
-    from django.utils.text import slugify
-
-    return slugify(text.replace(".", "-"))[:200]
 
 
 def aggregate_version_bump(*, benchmark_version_ids: list[int]) -> None:

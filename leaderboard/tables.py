@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from leaderboard import selectors
-from leaderboard.models import BenchmarkVersion
+from evaluation.models import BenchmarkVersion
 
 
 RECONSTRUCTED = "reconstructed-from-published-aggregates"

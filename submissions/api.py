@@ -20,6 +20,7 @@ from submissions.authentication import ApiTokenAuthentication
 from submissions.intake import SubmissionRejected, submission_receive
 from submissions.services import IdempotencyConflict, QuotaExceeded
 from submissions.uploads import request_upload_too_large
+from submissions.verification import verification_progress
 
 MAX_METADATA_BYTES = 64 * 1024
 
@@ -51,8 +52,6 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
 
 
 def _verification(submission) -> dict:
-    from evaluation.verification import verification_progress
-
     progress = verification_progress(submission=submission)
     # JSON-safe: the heartbeat is a datetime.
     if progress.get("heartbeat_at") is not None:

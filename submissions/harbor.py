@@ -63,6 +63,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaluation.graders.base import GradingInputError, load_json
+from submissions.problems import Problem
 
 # Caps for the files read here (the archive itself is capped before extraction).
 MAX_CONFIG_BYTES = 2 * 1024 * 1024  # config.json / lock.json / reward.json / manifest.json
@@ -123,18 +124,6 @@ _INFRA_NAME_RE = re.compile(r"Docker|Environment|Sandbox|Build|Healthcheck|Verif
 MULTIPLIER_KEYS = ("timeout_multiplier", "agent_timeout_multiplier", "verifier_timeout_multiplier",
                    "agent_setup_timeout_multiplier", "environment_build_timeout_multiplier")
 _OVERRIDE_KEY_RE = re.compile(r"^(override_.+|max_timeout_sec|.*timeout_sec)$")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One validation problem; ``path`` names the file or trial directory (tree-relative)."""
-
-    code: str
-    path: str
-    message: str
-
-    def as_dict(self) -> dict:
-        return {"code": self.code, "path": self.path, "message": self.message}
 
 
 # ------------------------------------------------------------------ pydantic views (lenient)

@@ -12,9 +12,18 @@ from pathlib import Path
 
 from django.conf import settings
 
-from leaderboard.models import BenchmarkVersion
-from submissions.intake import Problem
+from evaluation.models import BenchmarkVersion
+from evaluation.task_specs import load_task_package
+from submissions.metadata import MetadataError, find_metadata_file, parse_metadata
 from submissions.models import FLAG_INFRA_UNCONFIRMED, Outcome, site_outcome
+from submissions.problems import Problem
+from submissions.secrets import scan_and_redact
+from submissions.validation import (
+    BenchmarkSpec,
+    harbor_task_checksum,
+    validate_jobs,
+    validate_submission,
+)
 
 
 @dataclass
@@ -40,8 +49,6 @@ def _slug(text: str) -> str:
 
 
 def _metadata(tree: Path, metadata_text: str, out: CheckedUpload):
-    from submissions.metadata import MetadataError, find_metadata_file, parse_metadata
-
     try:
         if metadata_text.strip():
             return parse_metadata(metadata_text, label="metadata")
@@ -60,11 +67,7 @@ def _metadata(tree: Path, metadata_text: str, out: CheckedUpload):
 
 
 def _spec(bv: BenchmarkVersion):
-    from submissions.validation import BenchmarkSpec, harbor_task_checksum
-
     tasks, checksums, outputs = {}, {}, {}
-    from evaluation.task_specs import load_task_package
-
     for t in bv.tasks.all():
         tasks[t.name] = t.content_digest
         package_dir = Path(settings.BASE_DIR) / t.package_path
@@ -104,9 +107,6 @@ def _benchmark(slug: str, out: CheckedUpload) -> BenchmarkVersion | None:
 
 def check_upload(*, tree: Path, metadata_text: str) -> CheckedUpload:
     """Every problem of an extracted upload, or the rows to create. Redacts secrets in place."""
-    from submissions.secrets import scan_and_redact
-    from submissions.validation import validate_jobs, validate_submission
-
     out = CheckedUpload()
     meta = _metadata(tree, metadata_text, out)
     bv = _benchmark(meta.benchmark, out) if meta is not None else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -18,28 +18,22 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from evaluation.verification import verification_enqueue
-from leaderboard.models import AIModel, BenchmarkVersion, Harness
-from leaderboard.services import agent_get_or_create
+from evaluation import archive as archive_mod
+from evaluation.models import AIModel, BenchmarkVersion, Harness
+from evaluation.services import agent_get_or_create
+from submissions import harbor_intake
+from submissions.metadata import MetadataError, parse_metadata
 from submissions.models import Submission, SubmissionStatus, Trial, ValidationProblem
+from submissions.problems import Problem
 from submissions.services import (
     IdempotencyConflict,
     SubmissionError,
     quota_consume,
     submission_transition,
 )
+from submissions.verification import verification_enqueue
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Problem:
-    code: str
-    path: str
-    message: str
-
-    def as_dict(self) -> dict:
-        return {"code": self.code, "path": self.path, "message": self.message}
 
 
 class SubmissionRejected(SubmissionError):
@@ -81,8 +75,6 @@ def _replay(*, owner, idempotency_key: str, digest: str) -> Submission | None:
 
 def metadata_text_problems(metadata_text: str) -> list[Problem]:
     """Problems of a metadata file sent beside the archive (none when it was not sent)."""
-    from submissions.metadata import MetadataError, parse_metadata
-
     if not metadata_text.strip():
         return []
     try:
@@ -101,9 +93,6 @@ def submission_receive(
 
     Raises SubmissionRejected (every problem at once), QuotaExceeded, IdempotencyConflict.
     """
-    from submissions import archive as archive_mod
-    from submissions import harbor_intake
-
     digest = request_digest(archive_path=archive_path, metadata_text=metadata_text)
     replay = _replay(owner=owner, idempotency_key=idempotency_key, digest=digest)
     if replay is not None:
@@ -206,10 +195,6 @@ def _store_files(*, tree: Path, archive_path: Path, prefix: str) -> list[str]:
 
 def staging_cleanup() -> int:
     """Remove staging folders left by interrupted uploads (run periodically)."""
-    from datetime import timedelta
-
-    from submissions import archive as archive_mod
-
     root = Path(settings.SUBMISSION_STAGING_DIR)
     if not root.exists():
         return 0

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from submissions.harbor import Problem
+from submissions.problems import Problem
 
 MAX_METADATA_BYTES = 64 * 1024
 MAX_YAML_EVENTS = 5000

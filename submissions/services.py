@@ -1,6 +1,7 @@
-"""Writes for submissions: tokens, quota, the status state machine, moderation, and uploads.
+"""Writes for submissions: tokens, quota, moderation (publish, reject, withdraw, re-verify).
 
-Status changes happen only here, by compare-and-swap UPDATEs, each recorded in SubmissionEvent.
+Status changes go through submissions.states (the state machine); trial check values through
+submissions.trials.
 """
 
 from __future__ import annotations
@@ -14,28 +15,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from submissions.models import (
-    TRANSITIONS,
-    ApiToken,
-    DailyQuota,
-    Outcome,
-    Submission,
-    SubmissionEvent,
-    SubmissionStatus,
-    FLAG_INFRA_UNCONFIRMED,
-    Trial,
-    site_outcome,
-)
+from submissions.models import ApiToken, DailyQuota, Submission, SubmissionStatus
+from submissions.signals import published_set_changed
+from submissions.states import InvalidTransition, SubmissionError, submission_transition
+from submissions.trials import trial_check_record, trial_infra_confirm
+from submissions.verification import verification_enqueue
 
-
-class SubmissionError(Exception):
-    """Base of the domain errors the views and the API map to HTTP responses."""
-
-    code = "submission_error"
-
-
-class InvalidTransition(SubmissionError):
-    code = "invalid_transition"
+# Re-exported: callers import the domain errors, the state machine and the trial writes here.
+__all__ = ["InvalidTransition", "SubmissionError", "submission_transition", "trial_check_record",
+           "trial_infra_confirm"]
 
 
 class QuotaExceeded(SubmissionError):
@@ -134,46 +122,18 @@ def quota_consume(*, user, today: date | None = None) -> int:
     return DailyQuota.objects.get(user=user, day=today).used
 
 
-# --- State machine ---------------------------------------------------------------------------
-
-
-def submission_transition(
-    *, submission: Submission, to_status: str, actor=None, note: str = "", **fields
-) -> Submission:
-    """Move a submission from its current status to to_status if the state machine allows it.
-
-    Compare-and-swap on the status column, so two concurrent transitions cannot both win;
-    records the change in the audit log. Raises InvalidTransition otherwise.
-    """
-    with transaction.atomic():
-        current = Submission.objects.filter(pk=submission.pk).values_list("status", flat=True)
-        current = current.first()
-        if current is None or to_status not in TRANSITIONS[current]:
-            raise InvalidTransition(f"cannot move submission {submission.pk} from {current} "
-                                    f"to {to_status}")
-        changed = Submission.objects.filter(pk=submission.pk, status=current).update(
-            status=to_status, updated_at=timezone.now(), **fields
-        )
-        if changed != 1:
-            raise InvalidTransition(f"submission {submission.pk} changed concurrently")
-        SubmissionEvent.objects.create(submission_id=submission.pk, from_status=current,
-                                       to_status=to_status, actor=actor, note=note[:5000])
-    submission.refresh_from_db()
-    return submission
-
-
 def submission_publish(*, submission: Submission, actor) -> Submission:
-    """Publish and rebuild the leaderboard of its benchmark version in the same transaction."""
-    from leaderboard.services import leaderboard_recompute
-
+    """Publish; the leaderboard rebuilds this agent's rows in the same transaction (its
+    receiver of `published_set_changed`)."""
     with transaction.atomic():
         submission = submission_transition(
             submission=submission, to_status=SubmissionStatus.PUBLISHED, actor=actor,
             note="published", published_at=timezone.now(),
         )
         # Only this agent's rows are rebuilt (then ranks, tie groups and family aggregates).
-        leaderboard_recompute(benchmark_version=submission.benchmark_version,
-                              agent_ids=[submission.agent_id])
+        published_set_changed.send(sender=Submission,
+                                   benchmark_version=submission.benchmark_version,
+                                   agent_ids=[submission.agent_id])
     return submission
 
 
@@ -185,25 +145,23 @@ def submission_reject(*, submission: Submission, actor, reason: str) -> Submissi
 
 
 def submission_withdraw(*, submission: Submission, actor, reason: str) -> Submission:
-    """Take a published submission down; the leaderboard is rebuilt in the same transaction."""
-    from leaderboard.services import leaderboard_recompute
-
+    """Take a published submission down; the leaderboard rebuilds this agent's rows in the same
+    transaction (its receiver of `published_set_changed`)."""
     with transaction.atomic():
         submission = submission_transition(
             submission=submission, to_status=SubmissionStatus.WITHDRAWN, actor=actor,
             note=reason or "taken down", status_reason=reason[:5000],
         )
         # Only this agent's rows are rebuilt (then ranks, tie groups and family aggregates).
-        leaderboard_recompute(benchmark_version=submission.benchmark_version,
-                              agent_ids=[submission.agent_id])
+        published_set_changed.send(sender=Submission,
+                                   benchmark_version=submission.benchmark_version,
+                                   agent_ids=[submission.agent_id])
     return submission
 
 
 def submission_reverify(*, submission: Submission, actor, reason: str = "") -> Submission:
     """Put a verified, discrepant or failed submission back in the queue with a new job
     (e.g. after a grader update). Earlier jobs and their check rows are kept."""
-    from evaluation.verification import verification_enqueue
-
     with transaction.atomic():
         submission = submission_transition(
             submission=submission, to_status=SubmissionStatus.QUEUED, actor=actor,
@@ -211,37 +169,3 @@ def submission_reverify(*, submission: Submission, actor, reason: str = "") -> S
             trials_done=0, is_verified=False)
         verification_enqueue(submission=submission)
     return submission
-
-
-# --- Trials ----------------------------------------------------------------------------------
-
-
-def trial_check_record(*, trial_id: int, flag: str, on: bool, **fields) -> None:
-    """Set or clear one integrity flag of a trial and store the site's check values with it.
-
-    A re-grade (``verified_reward``) also sets the site's outcome (``site_outcome``), so the
-    outcome every public view reads and the check that decided it change together. Locks the
-    row; run it inside the transaction that writes the check row (R7 in reliability-matrix).
-    """
-    with transaction.atomic():
-        trial = Trial.objects.select_for_update().only(
-            "flags", "claimed_outcome", "verified_reward", "infra_confirmed").get(pk=trial_id)
-        flags = [f for f in (trial.flags or []) if f != flag] + ([flag] if on else [])
-        if "verified_reward" in fields or "infra_confirmed" in fields:
-            outcome = site_outcome(
-                claimed=trial.claimed_outcome,
-                verified_reward=fields.get("verified_reward", trial.verified_reward),
-                infra_confirmed=fields.get("infra_confirmed", trial.infra_confirmed))
-            fields.update(outcome=outcome, success=outcome == Outcome.PASSED)
-        Trial.objects.filter(pk=trial_id).update(flags=flags, updated_at=timezone.now(), **fields)
-
-
-def trial_infra_confirm(*, trial_id: int) -> None:
-    """The site hit an infrastructure failure on this trial itself: its claimed infrastructure
-    error is confirmed and leaves the denominator. Idempotent; only a claimed infrastructure
-    error can be confirmed (a claimed attempt of the agent cannot be turned into one)."""
-    if not Trial.objects.filter(pk=trial_id, claimed_outcome=Outcome.INFRA_ERROR).exists():
-        raise SubmissionError("only a trial the submission reports as an infrastructure error "
-                              "can be confirmed as one")
-    trial_check_record(trial_id=trial_id, flag=FLAG_INFRA_UNCONFIRMED, on=False,
-                       infra_confirmed=True)

@@ -1,12 +1,61 @@
-"""Celery jobs of the submissions app (ids only; idempotent)."""
+"""Celery jobs of the submissions app: thin wrappers around services (R14; ids only; idempotent).
+
+The verification tasks keep their `evaluation.*` names: those names are the routing keys of the
+evaluation queue and the beat schedule in config/settings.py. Import them elsewhere as `*_task`.
+"""
+
+from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+
+from evaluation.runner import InfrastructureError
 
 
 @shared_task(name="submissions.sweep_staging", soft_time_limit=300, time_limit=360,
              ignore_result=True)
 def sweep_staging_task() -> int:
     """Remove staging folders and partial uploads older than 6 hours (U12). Idempotent."""
+    # Imported in the body, as house style R14 prescribes for services.
     from submissions.intake import staging_cleanup
 
     return staging_cleanup()
+
+
+# Transient infrastructure only (R18): Docker/engine errors, broker or database connections.
+TRANSIENT = (InfrastructureError, ConnectionError, OperationalError, InterfaceError)
+
+
+@shared_task(
+    bind=True,
+    name="evaluation.verify_submission",
+    acks_late=True,  # redelivered if the worker dies mid-job (the claim makes it idempotent)
+    reject_on_worker_lost=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=settings.VERIFICATION_RETRY_BACKOFF_S,
+    retry_backoff_max=15 * 60,
+    retry_jitter=True,
+    # Celery's own retry counter is per message chain; the real cap is the DB job's attempt.
+    max_retries=settings.VERIFICATION_MAX_ATTEMPTS + 2,
+    soft_time_limit=settings.VERIFICATION_SOFT_TIME_LIMIT_S,
+    time_limit=settings.VERIFICATION_TIME_LIMIT_S,
+)
+def verify_submission_task(self, job_id: int) -> str:
+    # Imported in the body, as house style R14 prescribes for services.
+    from submissions.verification import verification_run
+
+    return verification_run(job_id=job_id)
+
+
+@shared_task(
+    name="evaluation.reap_stuck_submissions",
+    acks_late=True,
+    soft_time_limit=240,
+    time_limit=300,
+)
+def reap_stuck_submissions_task() -> dict:
+    # Imported in the body, as house style R14 prescribes for services.
+    from submissions.verification import reap_stuck_submissions
+
+    return reap_stuck_submissions()

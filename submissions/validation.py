@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import ValidationError
 
 from evaluation.graders.base import GradingInputError, load_json
+from evaluation.task_specs import load_task_package
 from submissions import pricing
 from submissions.harbor import (
     INFRA_ERROR,
@@ -51,6 +52,7 @@ from submissions.harbor import (
     ParsedTree,
     Problem,
     find_output,
+    find_overrides,
     number_attempts,
     parse_tree,
 )
@@ -174,8 +176,6 @@ def harbor_task_checksum(task_dir: Path | str) -> str:
 def spec_from_packages(paths, *, slug: str, attempts_per_task: int,
                        with_checksums: bool = True) -> BenchmarkSpec:
     """A spec from task package directories (``evaluation.task_specs.load_task_package``)."""
-    from evaluation.task_specs import load_task_package
-
     tasks, checksums, outputs = {}, {}, {}
     for path in paths:
         package = load_task_package(path)
@@ -457,8 +457,6 @@ def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
 
 
 def _check_integrity_config(config: dict, path: str, problems: list[Problem]) -> None:
-    from submissions.harbor import find_overrides
-
     for key, value in find_overrides(config).items():
         if key.endswith("timeout_multiplier"):
             problems.append(Problem("timeout_multiplier", path,

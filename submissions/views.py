@@ -18,14 +18,15 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluation.verification import verification_progress
 from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
 from submissions.intake import SubmissionRejected, submission_receive
 from submissions.models import ApiToken, SubmissionStatus
+from submissions.pricing import price_table
 from submissions.trajectory import trajectory_steps
 from submissions.uploads import request_upload_too_large
+from submissions.verification import verification_progress
 
 def staff_required(view):
     """Maintainers only: anonymous callers are sent to sign in; a signed-in non-maintainer gets
@@ -138,8 +139,6 @@ def submit_agent(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def show_pricing(request: HttpRequest) -> HttpResponse:
-    from submissions.pricing import price_table
-
     return render(request, "submissions/pricing.html", {"table": price_table()})
 
 

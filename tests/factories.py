@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import factory
 
-from leaderboard.models import (
-    Agent,
+from evaluation.models import (
     AIModel,
+    Agent,
     BenchmarkTask,
     BenchmarkVersion,
     Category,

@@ -18,9 +18,9 @@ import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
-from leaderboard.models import (
-    Agent,
+from evaluation.models import (
     AIModel,
+    Agent,
     BenchmarkTask,
     BenchmarkVersion,
     Category,

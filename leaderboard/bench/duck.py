@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 from django.db import connection
 
-from leaderboard.models import Agent, BenchmarkTask, BenchmarkVersion, Category, Harness
+from evaluation.models import Agent, BenchmarkTask, BenchmarkVersion, Category, Harness
 from submissions.models import Submission, Trial
 
 _EXPORT = """

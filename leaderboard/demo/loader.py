@@ -9,8 +9,9 @@ from datetime import date, datetime, UTC
 
 from django.db import transaction
 
+from evaluation.models import AIModel, BenchmarkTask, BenchmarkVersion, Category, Harness
+from evaluation.services import agent_get_or_create
 from leaderboard import services
-from leaderboard.models import AIModel, BenchmarkTask, BenchmarkVersion, Category, Harness
 from submissions.models import Submission, SubmissionStatus, Trial
 
 DEMO_SOURCE = "paper-reconstruction"
@@ -137,7 +138,7 @@ def _load_agents_and_trials(paper: dict, rows: list, bv: BenchmarkVersion, diges
             defaults={"display_name": model_display, "provider": provider, "family": family,
                       "version_order": order},
         )
-        agent = services.agent_get_or_create(
+        agent = agent_get_or_create(
             harness=harness, model=model, display_name=entry["agent"]
         )
         subs[entry["agent"]] = Submission.objects.create(

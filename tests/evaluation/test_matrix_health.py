@@ -70,8 +70,8 @@ def test_r12_unhealthy_worker_claims_nothing_and_a_held_job_is_requeued_unscored
     from django.db import transaction
 
     from evaluation import health, runner
-    from evaluation.models import TrialCheck, VerificationJob
-    from evaluation.verification import verification_enqueue, verification_progress, \
+    from submissions.models import TrialCheck, VerificationJob
+    from submissions.verification import verification_enqueue, verification_progress, \
         verification_run
 
     settings.MEDIA_ROOT = str(tmp_path / "media")

@@ -65,7 +65,7 @@ def on_worker(settings, worker):
 def _small_submission(oracle, tasks=(CT,), attempts=1):
     from django.db import transaction
 
-    from evaluation.verification import verification_enqueue
+    from submissions.verification import verification_enqueue
 
     with transaction.atomic():
         sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=list(tasks),
@@ -88,7 +88,7 @@ def test_r3_visibility_timeout_exceeds_longest_job_and_reliability_settings():
     code = (
         "import django, json; django.setup();"
         "from django.conf import settings as s;"
-        "from evaluation.tasks import verify_submission_task as t;"
+        "from submissions.tasks import verify_submission_task as t;"
         "print(json.dumps({'vt': s.CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout'],"
         "'limit': s.VERIFICATION_TIME_LIMIT_S, 'soft': s.VERIFICATION_SOFT_TIME_LIMIT_S,"
         "'task_limit': t.time_limit, 'task_soft': t.soft_time_limit, 'acks_late': t.acks_late,"
@@ -114,8 +114,8 @@ def test_r3_visibility_timeout_exceeds_longest_job_and_reliability_settings():
 def test_r2_duplicate_delivery_is_a_noop(oracle):
     from django.utils import timezone
 
-    from evaluation.models import TrialCheck, VerificationJob
-    from evaluation.verification import verification_enqueue, verification_run
+    from submissions.models import TrialCheck, VerificationJob
+    from submissions.verification import verification_enqueue, verification_run
 
     sub, job = _small_submission(oracle)
     assert verification_enqueue(submission=sub).pk == job.pk  # one live job per submission
@@ -141,8 +141,8 @@ def test_r2_a_job_whose_claim_is_taken_stops_without_a_verdict(oracle, settings)
     worker took it over), the heartbeat notices and the old copy stops writing."""
     import threading
 
-    from evaluation.models import TrialCheck, VerificationJob
-    from evaluation.verification import verification_run
+    from submissions.models import TrialCheck, VerificationJob
+    from submissions.verification import verification_run
 
     settings.VERIFICATION_PARALLEL_TRIALS = 1
     sub, job = _small_submission(oracle, tasks=(CT, PATH), attempts=3)
@@ -174,8 +174,8 @@ def test_r2_a_job_whose_claim_is_taken_stops_without_a_verdict(oracle, settings)
 @pytest.mark.django_db(transaction=True)
 def test_r4_attempt_cap_fails_as_infrastructure_never_scored(oracle, settings, monkeypatch):
     from evaluation import runner
-    from evaluation.models import TrialCheck, VerificationJob
-    from evaluation.verification import verification_run
+    from submissions.models import TrialCheck, VerificationJob
+    from submissions.verification import verification_run
 
     settings.VERIFICATION_MAX_ATTEMPTS = 3
     sub, job = _small_submission(oracle)
@@ -206,8 +206,8 @@ def test_r4_attempt_cap_fails_as_infrastructure_never_scored(oracle, settings, m
 def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
     from django.db import OperationalError
 
-    from evaluation import verification
-    from evaluation.models import TrialCheck, VerificationJob
+    from submissions import verification
+    from submissions.models import TrialCheck, VerificationJob
 
     sub, job = _small_submission(oracle)
     real = verification.submission_transition
@@ -238,8 +238,8 @@ def test_r9_reaper_requeues_stale_jobs_fails_capped_and_takes_a_lock(oracle, set
     from django.core.cache import cache
     from django.utils import timezone
 
-    from evaluation.models import VerificationJob
-    from evaluation.verification import REAPER_LOCK, reap_stuck_submissions
+    from submissions.models import VerificationJob
+    from submissions.verification import REAPER_LOCK, reap_stuck_submissions
 
     settings.VERIFICATION_QUEUE = vs.QUEUE + "-r9"  # no consumer: count what is published
     vs.redis_client().delete(settings.VERIFICATION_QUEUE)
@@ -269,8 +269,8 @@ def test_r9_reaper_requeues_stale_jobs_fails_capped_and_takes_a_lock(oracle, set
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
 def test_r5_broker_down_at_submit_loses_nothing(oracle, on_worker):
-    from evaluation.models import TrialCheck, VerificationJob
-    from evaluation.verification import reap_stuck_submissions, verification_publish
+    from submissions.models import TrialCheck, VerificationJob
+    from submissions.verification import reap_stuck_submissions, verification_publish
 
     vs.point_celery_at(vs.DEAD_BROKER_URL)
     t0 = time.time()
@@ -296,8 +296,8 @@ def test_r5_broker_down_at_submit_loses_nothing(oracle, on_worker):
 def test_r6_lost_queue_is_rebuilt_from_postgres(oracle, settings):
     from django.db import transaction
 
-    from evaluation.models import VerificationJob
-    from evaluation.verification import reap_stuck_submissions, verification_enqueue
+    from submissions.models import VerificationJob
+    from submissions.verification import reap_stuck_submissions, verification_enqueue
 
     queue = settings.VERIFICATION_QUEUE = vs.QUEUE + "-r6"  # no consumer here
     vs.redis_client().delete(queue)
@@ -321,7 +321,7 @@ def test_r6_lost_queue_is_rebuilt_from_postgres(oracle, settings):
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
 def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
-    from evaluation.models import TrialCheck, VerificationJob
+    from submissions.models import TrialCheck, VerificationJob
 
     sub, job = _small_submission(oracle, tasks=(CT, PATH), attempts=3)
     prefix = f"{vs.RUN_PREFIX}{job.pk}-"
@@ -352,7 +352,7 @@ def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
 def test_r10_sigterm_drains_the_running_job(oracle, media_root, settings):
-    from evaluation.models import TrialCheck
+    from submissions.models import TrialCheck
 
     settings.VERIFICATION_QUEUE = vs.QUEUE + "-r10"
     vs.redis_client().delete(settings.VERIFICATION_QUEUE)
@@ -372,8 +372,8 @@ def test_without_an_engine_jobs_wait_and_say_why(monkeypatch, settings):
     from django.db import transaction
 
     from evaluation import runner
-    from evaluation.models import VerificationJob
-    from evaluation.verification import verification_enqueue, verification_progress, \
+    from submissions.models import VerificationJob
+    from submissions.verification import verification_enqueue, verification_progress, \
         verification_run
 
     settings.VERIFICATION_QUEUE = vs.QUEUE + "-noengine"

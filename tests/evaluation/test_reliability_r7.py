@@ -170,7 +170,7 @@ def pg_proxy(db):
 def _small_submission(oracle, attempts):
     from django.db import transaction
 
-    from evaluation.verification import verification_enqueue
+    from submissions.verification import verification_enqueue
 
     with transaction.atomic():
         sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=[CT],
@@ -184,8 +184,8 @@ def _run_until_done(job, settings, log):
     from django.db import DatabaseError, connections
 
     from evaluation import runner
-    from evaluation.models import VerificationJob
-    from evaluation.verification import reap_stuck_submissions, verification_run
+    from submissions.models import VerificationJob
+    from submissions.verification import reap_stuck_submissions, verification_run
 
     for _ in range(30):
         connections.close_all()  # what Celery's Django fixup does around each task
@@ -215,7 +215,7 @@ def timezone_now():
 
 
 def _assert_consistent(sub, job, n_trials):
-    from evaluation.models import TrialCheck, VerificationJob
+    from submissions.models import TrialCheck, VerificationJob
     from submissions.models import SubmissionEvent
 
     j = VerificationJob.objects.get(pk=job.pk)
@@ -281,7 +281,7 @@ def test_r7_postgres_outage_between_check_row_and_trial_score(oracle, pg_proxy, 
                                                               monkeypatch):
     """The worst moment: the first trial's check row is written, its score on the trial
     (verified_reward, flags: what the leaderboard reads) not yet. Both must land, or neither."""
-    from evaluation import verification
+    from submissions import verification
 
     sub, job = _small_submission(oracle, attempts=2)
     real = verification._set_trial_flag

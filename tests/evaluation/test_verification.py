@@ -88,8 +88,8 @@ def _wrong_ct_answer(oracle) -> bytes:
 def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle, on_worker):
     from django.db import transaction
 
-    from evaluation.models import CheckKind, JobStatus, TrialCheck
-    from evaluation.verification import verification_enqueue
+    from submissions.models import CheckKind, JobStatus, TrialCheck
+    from submissions.verification import verification_enqueue
 
     settings.VERIFICATION_CHECKS = ["regrade", "rerun"]
     settings.VERIFICATION_RERUN_TASKS = 2
@@ -137,8 +137,8 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
     """Runs the job in this process (the worker path is covered above): real containers."""
     from django.db import transaction
 
-    from evaluation.models import CheckKind, TrialCheck
-    from evaluation.verification import verification_enqueue, verification_run
+    from submissions.models import CheckKind, TrialCheck
+    from submissions.verification import verification_enqueue, verification_run
 
     settings.VERIFICATION_CHECKS = ["regrade", "replay"]
     settings.VERIFICATION_REPLAY_FAILING = 0
@@ -191,8 +191,8 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
 def test_replay_adapters_claude_copilot_codex_in_containers(settings, oracle):
     from django.db import transaction
 
-    from evaluation.models import CheckKind, TrialCheck
-    from evaluation.verification import verification_enqueue, verification_run
+    from submissions.models import CheckKind, TrialCheck
+    from submissions.verification import verification_enqueue, verification_run
 
     settings.VERIFICATION_CHECKS = ["replay"]
     answer = (oracle[CT] / "workspace" / "submission.json").read_text()
@@ -233,8 +233,8 @@ def test_grader_tampering_files_have_no_effect(settings, oracle):
     submitted files beside the declared output change nothing: only the output is copied in."""
     from django.db import transaction
 
-    from evaluation.models import CheckKind, TrialCheck
-    from evaluation.verification import verification_enqueue, verification_run
+    from submissions.models import CheckKind, TrialCheck
+    from submissions.verification import verification_enqueue, verification_run
 
     settings.VERIFICATION_CHECKS = ["regrade"]
     hostile = {
@@ -272,7 +272,7 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from evaluation.verification import reap_stuck_submissions, verification_run
+    from submissions.verification import reap_stuck_submissions, verification_run
     from submissions import client
     from submissions.models import Submission
     from submissions.services import token_issue
@@ -350,8 +350,8 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
     described) reproduces its claim -> verified. The instruction reaches the agent as a file."""
     from django.db import transaction
 
-    from evaluation.models import CheckKind, TrialCheck
-    from evaluation.verification import verification_enqueue, verification_run
+    from submissions.models import CheckKind, TrialCheck
+    from submissions.verification import verification_enqueue, verification_run
 
     settings.VERIFICATION_CHECKS = ["rerun"]
     settings.VERIFICATION_RERUN_TASKS = 3

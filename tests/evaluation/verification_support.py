@@ -166,7 +166,7 @@ def synthetic_version():
     from django.conf import settings
 
     from evaluation.services import benchmark_tasks_sync
-    from leaderboard.models import BenchmarkVersion
+    from evaluation.models import BenchmarkVersion
 
     benchmark_tasks_sync(tasks_dir=Path(settings.BASE_DIR) / "tasks")
     return BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
@@ -233,7 +233,7 @@ def make_submission(bv, *, outputs: dict[str, Path], harness: str = "oracle", at
     from django.utils import timezone
 
     from evaluation import runner
-    from leaderboard.models import Agent, AIModel, Harness
+    from evaluation.models import AIModel, Agent, Harness
     from submissions.models import (
         FLAG_INFRA_UNCONFIRMED,
         Outcome,

@@ -1,7 +1,7 @@
 import pytest
 from django.core.management import call_command
 
-from leaderboard.models import Group
+from evaluation.models import Group
 from tests.factories import (
     AgentFactory,
     BenchmarkTaskFactory,
@@ -51,9 +51,9 @@ def demo_bv(django_db_setup, django_db_blocker):
 
 
 def _delete_everything():
-    from leaderboard.models import (
-        Agent,
+    from evaluation.models import (
         AIModel,
+        Agent,
         BenchmarkTask,
         BenchmarkVersion,
         Category,

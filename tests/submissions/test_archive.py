@@ -1,4 +1,4 @@
-"""submissions.archive: the one vetted extractor (reliability matrix U4-U12, J1-J2, invariant 1).
+"""evaluation.archive: the one vetted extractor (reliability matrix U4-U12, J1-J2, invariant 1).
 
 Every hostile archive is built by the test itself (tests/submissions/hostile.py). Django-free:
     .venv/bin/python -m pytest tests/submissions/test_archive.py -q -p no:django
@@ -38,8 +38,8 @@ from hostile import (  # noqa: E402
 )
 
 from evaluation.graders.base import GradingInputError  # noqa: E402
-from submissions import archive  # noqa: E402
-from submissions.archive import (  # noqa: E402
+from evaluation import archive  # noqa: E402
+from evaluation.archive import (  # noqa: E402
     ArchiveError,
     ArchiveLimits,
     detect_format,
@@ -914,7 +914,7 @@ def test_property_corrupted_archives_only_raise_archive_error(tmp_path, data, ki
         _assert_contained(dest, report)
 
 
-# The Docker runner unpacks container outputs through submissions.archive; it still reads ONE
+# The Docker runner unpacks container outputs through evaluation.archive; it still reads ONE
 # regular file's bytes into memory (RunContainer.read_file: a single size-capped member, nothing
 # written to disk), which is not extraction.
 KNOWN_OTHER_EXTRACTORS = {

@@ -23,7 +23,7 @@ def site(live_server, transactional_db, settings, tmp_path):
 
 
 def _files(tmp_path):
-    from leaderboard.models import BenchmarkVersion
+    from evaluation.models import BenchmarkVersion
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic")
     root = tmp_path / "run"

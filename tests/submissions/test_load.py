@@ -115,7 +115,7 @@ def served(transactional_db, tmp_path, owner):
     t1 = time.perf_counter()
     call_command("sync_tasks", verbosity=0)
     print(f"\nsetup: load_demo {t1 - t0:.1f} s, sync_tasks {time.perf_counter() - t1:.1f} s")
-    from leaderboard.models import BenchmarkVersion
+    from evaluation.models import BenchmarkVersion
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
     tasks = {t.name: t.content_digest for t in bv.tasks.all()}

@@ -178,7 +178,7 @@ def test_the_sweeper_removes_abandoned_staging_but_not_fresh_uploads(tmp_path, s
 
 
 def test_reverify_queues_a_new_job_and_keeps_the_old_one(owned_submission, maintainer):
-    from evaluation.models import VerificationJob
+    from submissions.models import VerificationJob
 
     _verify(owned_submission)
     before = VerificationJob.objects.filter(submission=owned_submission).count()

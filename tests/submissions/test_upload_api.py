@@ -25,7 +25,7 @@ def synthetic(db, settings, tmp_path):
     settings.MEDIA_ROOT = str(tmp_path / "media")
     settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
     call_command("sync_tasks", verbosity=0)
-    from leaderboard.models import BenchmarkVersion
+    from evaluation.models import BenchmarkVersion
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
     return bv, {t.name: t.content_digest for t in bv.tasks.all()}
@@ -119,7 +119,7 @@ def test_an_idempotent_retry_replays_the_original_and_a_changed_body_conflicts(
     assert first.status_code == again.status_code == 201
     assert first.json() == again.json()
     assert Submission.objects.count() == 1
-    from evaluation.models import VerificationJob
+    from submissions.models import VerificationJob
 
     assert VerificationJob.objects.count() == 1
     other = _post(token, archive, build_metadata(notes="different"), key="k-1")

@@ -14,7 +14,7 @@ from task_package_paths import SYNTHETIC, TASKS_DIR
 from evaluation.management.commands.new_task import scaffold_package
 from evaluation.services import benchmark_tasks_sync
 from evaluation.task_specs import package_digest, read_benchmark_manifests
-from leaderboard.models import BenchmarkTask, BenchmarkVersion, Category
+from evaluation.models import BenchmarkTask, BenchmarkVersion, Category
 
 pytestmark = pytest.mark.django_db
 SLUG = "healthagentbench-synthetic@1.0"

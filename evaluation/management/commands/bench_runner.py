@@ -21,6 +21,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from evaluation import runner
+
 
 class Command(BaseCommand):
     help = "Runner wall time vs a bare docker run (and the harbor CLI), for one synthetic trial."
@@ -32,8 +34,6 @@ class Command(BaseCommand):
         parser.add_argument("--harbor", type=Path, default=None)
 
     def handle(self, *args, task, repeat, harbor, **options):
-        from evaluation import runner
-
         task = task if task.is_absolute() else Path(settings.BASE_DIR) / task
         if not (task / "task.toml").is_file():
             raise CommandError(f"{task} is not a task package")

@@ -13,6 +13,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from evaluation.services import benchmark_tasks_sync, benchmark_version_release
+
 
 class Command(BaseCommand):
     help = "Register the benchmark versions of the task sources (idempotent, never changes one)."
@@ -24,8 +26,6 @@ class Command(BaseCommand):
                             help="first write a new version holding the packages as they are now")
 
     def handle(self, *args, sources, new_version, **options):
-        from evaluation.services import benchmark_tasks_sync, benchmark_version_release
-
         sources = [Path(s) for s in (sources or settings.TASK_SOURCES)]
         for source in sources:
             if not source.is_dir():

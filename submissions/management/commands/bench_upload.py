@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from submissions.client import upload
+from submissions.services import token_issue
 
 
 def _rss_kb(pid: int, field: str) -> int:
@@ -44,8 +45,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, mb: int, **options):
         from django.contrib.auth import get_user_model
-
-        from submissions.services import token_issue
 
         user, _ = get_user_model().objects.get_or_create(username="bench-upload",
                                                          defaults={"is_staff": True})

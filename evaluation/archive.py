@@ -83,6 +83,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from evaluation.graders import base
+
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
@@ -1264,8 +1266,6 @@ def load_member_json(root, member: str, *, max_bytes: int | None = None):
     """Load the extracted file `member` (a normalised archive path) under `root` with the graders'
     strict JSON loader (evaluation.graders.base.load_json). Errors are GradingInputError whose
     message starts with the archive path and gives line and column."""
-    from evaluation.graders import base  # local import: keeps this module import-light
-
     root = Path(root)
     rel, _ = _normalise_name(member, ArchiveLimits())
     target = root / rel
