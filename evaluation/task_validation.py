@@ -14,7 +14,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -146,6 +145,52 @@ def structural_checks(task_dir: Path, *, base_image: str | None = None) -> list[
         Check("no copy of a tests/ file under environment/", not copies, "; ".join(copies[:10]))
     )
     return checks
+
+
+LEAK_PROBE = r"""
+import fnmatch, hashlib, json, os, socket, sys
+want = json.loads(sys.argv[1])            # {sha256: size}
+patterns = json.loads(sys.argv[2])
+sizes = set(want.values())
+hits, named, unreadable = [], [], 0
+SKIP = {"/proc", "/sys", "/dev"}
+NAME_ROOTS = ("/workspace", "/logs", "/tmp", "/opt", "/home", "/root", "/srv", "/mnt", "/data",
+              "/tests", "/solution")
+for dirpath, dirnames, filenames in os.walk("/", onerror=lambda e: None):
+    dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in SKIP]
+    for name in filenames:
+        p = os.path.join(dirpath, name)
+        low = name.lower()
+        if any(fnmatch.fnmatch(low, pat) for pat in patterns) and p.startswith(NAME_ROOTS):
+            named.append(p)
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if not os.path.isfile(p) or os.path.islink(p) or st.st_size not in sizes:
+            continue
+        try:
+            h = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+        except OSError:
+            unreadable += 1
+            continue
+        if h.hexdigest() in want:
+            hits.append(p)
+env_hits = [k for k, v in os.environ.items() if any(x in v for x in ("answer", "/tests"))]
+net = {}
+for host, port in (("1.1.1.1", 53), ("169.254.169.254", 80), ("deb.debian.org", 80),
+                   ("172.17.0.1", 2375)):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        net[f"{host}:{port}"] = "REACHABLE"
+    except OSError as exc:
+        net[f"{host}:{port}"] = type(exc).__name__
+print(json.dumps({"hash_hits": hits, "named": named, "env": env_hits, "net": net,
+                  "unreadable_candidates": unreadable, "uid": os.getuid()}))
+"""
 
 
 def _judge_spec(task_dir: Path, category: str | None):
