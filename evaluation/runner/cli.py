@@ -1,0 +1,87 @@
+"""The runner's command line (`python -m evaluation.runner`; scripts/build-images uses it) and
+the bare `docker run` baseline of bench_runner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import django
+from django.conf import settings
+
+from evaluation.runner.engine import (
+    APP_LABEL,
+    LABEL_APP,
+    ImageBuildError,
+    InfrastructureError,
+    engine_status,
+)
+from evaluation.runner.images import build_task_image
+from evaluation.runner.reaper import reap_stale
+
+
+def bare_docker_run(
+    image: str, *, binds: dict[str, str], command: list[str], timeout_s: float = 600
+) -> tuple[int, float, str]:
+    """A plain `docker run --rm --network none` (the CLI), as the baseline of bench_runner.
+
+    binds maps host paths to container paths (read-only). Returns (exit code, wall s, output).
+    """
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        raise InfrastructureError("the docker CLI is not installed")
+    args = [docker_cli, "run", "--rm", "--network", "none", "--label", f"{LABEL_APP}={APP_LABEL}"]
+    for host, cpath in binds.items():
+        args += ["-v", f"{Path(host).resolve()}:{cpath}:ro"]
+    args += ["--tmpfs", "/logs/verifier:uid=0", image, *command]
+    t0 = time.time()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, check=False)  # noqa: S603
+    return proc.returncode, time.time() - t0, (proc.stdout + proc.stderr)[-2000:]
+
+
+def discover_tasks(tasks_dir: Path | None = None) -> list[Path]:
+    roots = [Path(tasks_dir)] if tasks_dir else [Path(p) for p in settings.TASK_SOURCES]
+    return sorted(p.parent.parent for root in roots for p in root.glob("*/*/environment/Dockerfile"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.runner")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build-task-images", help="build every task image (cached by digest)")
+    b.add_argument("task_dirs", nargs="*", type=Path)
+    b.add_argument("--force", action="store_true")
+    sub.add_parser("status", help="print engine_status() as JSON")
+    r = sub.add_parser("reap", help="remove labelled containers older than --hours")
+    r.add_argument("--hours", type=float, default=2.0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    if args.cmd == "status":
+        print(json.dumps(engine_status(), indent=2))
+        return 0
+    if args.cmd == "reap":
+        print(json.dumps(reap_stale(timedelta(hours=args.hours)), indent=2))
+        return 0
+    tasks = args.task_dirs or discover_tasks()
+    failures = 0
+    for task in tasks:
+        t0 = time.time()
+        try:
+            tag, built = build_task_image(task, force=args.force)
+        except (ImageBuildError, InfrastructureError) as exc:
+            failures += 1
+            print(f"FAIL  {task}: {exc}")
+            if isinstance(exc, ImageBuildError) and exc.log_tail:
+                print(exc.log_tail)
+            continue
+        verb = "built " if built else "cached"
+        print(f"{verb} {tag}  ({time.time() - t0:.1f} s)")
+    return 1 if failures else 0
+
+

@@ -1,0 +1,171 @@
+"""The engine client: the lazily created Docker client, engine errors, status, and labels.
+
+Every object the runner creates carries `app=healthagentbench` plus purpose, job and attempt
+labels (the reaper finds leftovers by them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+from django.conf import settings
+
+APP_LABEL = "healthagentbench"
+LABEL_APP = "app"
+LABEL_PURPOSE = "purpose"
+LABEL_JOB = "job"
+LABEL_ATTEMPT = "attempt"
+LABEL_EXPIRES = "org.healthagentbench.expires"  # unix time after which a run is certainly stale
+MIN_RUNC = (1, 1, 12)  # CVE-2024-21626; Debian backports the fix into 1.1.5+ds1-1+deb12u1
+
+
+class InfrastructureError(Exception):
+    """The engine failed us (unreachable, API error, missing image): retry, never score."""
+
+    retryable = True
+
+
+class ImageBuildError(Exception):
+    """A Dockerfile failed to build; `log` holds the tail of the build output."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class UnsafeArchiveError(Exception):
+    """An archive copied out of a container holds a link, device, absolute path or `..`."""
+
+
+class OutputTooLargeError(Exception):
+    """An archive copied out of a container exceeds its size or member cap."""
+
+
+def _docker():
+    import docker  # imported lazily too: importing the runner must not need the SDK at all
+
+    return docker
+
+
+def _is_infra(exc: BaseException) -> bool:
+    """An engine error: the SDK's own exceptions, or its HTTP transport's (requests'
+    RequestException, which docker-py lets through unwrapped). The latter is matched by class
+    name and origin, so the runner imports no package the project does not declare."""
+    if isinstance(exc, _docker().errors.DockerException):
+        return True
+    return any(k.__name__ == "RequestException" and k.__module__.startswith("requests.")
+               for k in type(exc).__mro__)
+
+
+class _infra:
+    """Context manager turning engine errors (see _is_infra) into InfrastructureError."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and not isinstance(exc, InfrastructureError) and _is_infra(exc):
+            raise InfrastructureError(f"{self.what}: {exc}") from exc
+        return False
+
+
+def _safe_name(s: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", str(s)).strip("-")[:80] or "x"
+
+
+_client = None
+_client_pid = None
+_client_lock = threading.Lock()
+
+
+def client():
+    """The process's Docker client, created on first use (never at import)."""
+    global _client, _client_pid
+    with _client_lock:
+        if _client is None or _client_pid != os.getpid():
+            docker = _docker()
+            try:
+                c = docker.DockerClient(
+                    base_url=settings.DOCKER_HOST,
+                    timeout=settings.DOCKER_CLIENT_TIMEOUT_S,
+                )
+            except docker.errors.DockerException as exc:
+                raise InfrastructureError(
+                    f"Docker engine at {settings.DOCKER_HOST} is not reachable: {exc}"
+                ) from exc
+            _client, _client_pid = c, os.getpid()
+        return _client
+
+
+def reset_client() -> None:
+    """Forget the cached client (tests; or after the engine restarted)."""
+    global _client
+    with _client_lock:
+        if _client is not None:
+            try:
+                _client.close()
+            except Exception:  # noqa: BLE001, S110 - closing a dead client must not fail
+                pass
+        _client = None
+
+
+def _parse_version(text: str) -> tuple[int, ...]:
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text or "")
+    return tuple(int(x) for x in m.groups()) if m else ()
+
+
+def engine_status() -> dict:
+    """For health and status pages: is an engine reachable, which versions, is runc patched.
+
+    Never raises; `reachable` False comes with `error` naming the reason.
+    """
+    status = {
+        "reachable": False,
+        "docker_host": settings.DOCKER_HOST,
+        "version": None,
+        "api_version": None,
+        "runc_version": None,
+        "runc_patched": None,
+        "storage_driver": None,
+        "cgroup_version": None,
+        "base_image": settings.TASK_BASE_IMAGE,
+        "base_image_present": None,
+        "error": None,
+    }
+    try:
+        c = client()
+        version = c.version()
+        info = c.info()
+    except Exception as exc:  # noqa: BLE001 - the status page must render whatever happens
+        status["error"] = f"{type(exc).__name__}: {exc}"
+        return status
+    status.update(
+        reachable=True,
+        version=version.get("Version"),
+        api_version=version.get("ApiVersion"),
+        storage_driver=info.get("Driver"),
+        cgroup_version=info.get("CgroupVersion"),
+    )
+    for comp in version.get("Components") or []:
+        if comp.get("Name") == "runc":
+            status["runc_version"] = comp.get("Version")
+    if not status["runc_version"]:
+        status["runc_version"] = (info.get("RuncCommit") or {}).get("ID")
+    runc = status["runc_version"] or ""
+    commit = (info.get("RuncCommit") or {}).get("ID") or ""
+    if commit and commit != runc:
+        runc = status["runc_version"] = f"{runc} ({commit})" if runc else commit
+    parsed = _parse_version(runc)
+    # Debian's bookworm runc 1.1.5+ds1-1+deb12u1 carries the CVE-2024-21626 fix as a backport.
+    status["runc_patched"] = bool(parsed and (parsed >= MIN_RUNC or "deb12u" in runc))
+    try:
+        c.images.get(settings.TASK_BASE_IMAGE)
+        status["base_image_present"] = True
+    except Exception:  # noqa: BLE001
+        status["base_image_present"] = False
+    return status

@@ -1,0 +1,179 @@
+"""Images: the base image check and the task images, built locally and cached by digest."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.conf import settings
+
+from evaluation.digests import update_from_file
+from evaluation.runner.engine import (
+    APP_LABEL,
+    LABEL_APP,
+    ImageBuildError,
+    InfrastructureError,
+    _docker,
+    _infra,
+    _is_infra,
+    client,
+)
+from evaluation.runner.limits import load_task_toml
+
+log = logging.getLogger(__name__)
+
+TASK_IMAGE_REPO = "hab-task"
+TASK_DIGEST_LABEL = "org.healthagentbench.task-digest"
+
+
+def image_exists(tag: str) -> bool:
+    docker = _docker()
+    with _infra(f"inspecting image {tag}"):
+        try:
+            client().images.get(tag)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+
+def image_build(
+    context_dir: str | Path,
+    tag: str,
+    *,
+    labels: dict[str, str] | None = None,
+    dockerfile: str = "Dockerfile",
+    timeout_s: float | None = None,
+) -> str:
+    """Build `context_dir` as `tag` with networking disabled and no pull; return the image id."""
+    docker = _docker()
+    c = client()
+    kwargs = {}
+    if timeout_s:
+        kwargs["timeout"] = int(timeout_s)
+    try:
+        image, logs = c.images.build(
+            path=str(context_dir),
+            dockerfile=dockerfile,
+            tag=tag,
+            network_mode="none",
+            pull=False,
+            rm=True,
+            forcerm=True,
+            labels=labels or {},
+            **kwargs,
+        )
+    except docker.errors.BuildError as exc:
+        tail = "".join(
+            str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log
+        )[-4000:]
+        raise ImageBuildError(f"building {tag} from {context_dir} failed: {exc.msg}", tail) from exc
+    except docker.errors.APIError as exc:
+        if exc.response is not None and exc.response.status_code in (400, 404):
+            raise ImageBuildError(f"building {tag} from {context_dir} failed: {exc}") from exc
+        raise InfrastructureError(f"building {tag}: {exc}") from exc
+    except Exception as exc:
+        if _is_infra(exc):
+            raise InfrastructureError(f"building {tag}: {exc}") from exc
+        raise
+    return image.id
+
+
+def ensure_base_image() -> str:
+    """The runtime base image's id; InfrastructureError naming the fix when it is missing."""
+    docker = _docker()
+    with _infra("inspecting the base image"):
+        try:
+            return client().images.get(settings.TASK_BASE_IMAGE).id
+        except docker.errors.ImageNotFound:
+            raise InfrastructureError(
+                f"base image {settings.TASK_BASE_IMAGE} is missing: run `make images` "
+                "(scripts/build-images builds it locally with debootstrap)"
+            ) from None
+
+
+def _iter_files(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".pyc"):
+                continue
+            yield Path(dirpath) / name
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over the relative paths, exec bits and contents of every file under root."""
+    h = hashlib.sha256()
+    for path in _iter_files(root):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            h.update(f"L {rel} -> {os.readlink(path)}\n".encode())
+            continue
+        mode = "x" if os.access(path, os.X_OK) else "-"
+        h.update(f"F {rel} {mode}\n".encode())
+        update_from_file(h, path)
+    return h.hexdigest()
+
+
+def task_image_repo(task_dir: Path) -> str:
+    task_dir = Path(task_dir).resolve()
+    category, task_id = task_dir.parent.name, task_dir.name
+
+    def clean(s: str) -> str:
+        s = re.sub(r"[^a-z0-9._-]+", "-", s.lower()).strip("._-")
+        return s or "x"
+
+    return f"{TASK_IMAGE_REPO}/{clean(category)}/{clean(task_id)}"
+
+
+def task_image_tag(task_dir: Path) -> str:
+    """hab-task/<category>/<task_id>:<digest of environment/ + the base image id>."""
+    env_dir = Path(task_dir) / "environment"
+    h = hashlib.sha256()
+    h.update(ensure_base_image().encode())
+    h.update(tree_digest(env_dir).encode())
+    return f"{task_image_repo(task_dir)}:{h.hexdigest()[:24]}"
+
+
+def build_task_image(task_dir: Path, *, force: bool = False) -> tuple[str, bool]:
+    """Build the task's environment/Dockerfile unless its digest tag exists: (tag, built)."""
+    task_dir = Path(task_dir)
+    if not (task_dir / "environment" / "Dockerfile").is_file():
+        raise ImageBuildError(f"{task_dir}/environment/Dockerfile is missing")
+    tag = task_image_tag(task_dir)
+    if not force and image_exists(tag):
+        return tag, False
+    spec = load_task_toml(task_dir)
+    timeout = (spec.get("environment") or {}).get("build_timeout_sec")
+    image_build(
+        task_dir / "environment",
+        tag,
+        labels={LABEL_APP: APP_LABEL, TASK_DIGEST_LABEL: tag.rsplit(":", 1)[1]},
+        timeout_s=timeout,
+    )
+    _prune_old_tags(tag)
+    return tag, True
+
+
+def _prune_old_tags(current: str) -> None:
+    """Untag older digests of the same task image (an image a container still uses stays)."""
+    docker = _docker()
+    repo = current.rsplit(":", 1)[0]
+    try:
+        for image in client().images.list(name=repo):
+            for old in image.tags:
+                if old != current and old.startswith(repo + ":"):
+                    try:
+                        client().images.remove(old, noprune=False)
+                    except docker.errors.APIError as exc:
+                        log.info("keeping %s: %s", old, exc)
+    except Exception as exc:  # noqa: BLE001 - pruning is housekeeping only
+        log.info("could not prune old tags of %s: %s", repo, exc)
+
+
+def image_size(tag: str) -> int:
+    with _infra(f"inspecting {tag}"):
+        return int(client().images.get(tag).attrs.get("Size") or 0)

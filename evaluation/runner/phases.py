@@ -1,0 +1,288 @@
+"""The two-container grading phases: run_agent (declared outputs out) and run_verifier (outputs
+and tests/ in, reward out), with the X-ray judge stand-in on an internal network."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+
+from evaluation.runner.container import ContainerRun
+from evaluation.runner.engine import (
+    APP_LABEL,
+    LABEL_APP,
+    LABEL_JOB,
+    InfrastructureError,
+    OutputTooLargeError,
+    UnsafeArchiveError,
+    _infra,
+    _safe_name,
+    client,
+)
+from evaluation.runner.images import _iter_files, task_image_tag
+from evaluation.runner.limits import (
+    AGENT_UID,
+    LOGS_TMPFS_MB,
+    Limits,
+    MiB,
+    declared_outputs,
+    task_user,
+)
+from evaluation.runner.results import ExecResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeSpec:
+    """An LLM-judge stand-in reachable only from the verifier, over an internal network."""
+
+    script: Path  # host path of the stand-in server script (tests/evaluation/judge_standin.py)
+    # 0.0.0.0 inside the judge container, which sits on an internal network only.
+    args: tuple[str, ...] = ("--host", "0.0.0.0", "--rule", "injected-errors")  # noqa: S104
+    port: int = 8080
+    url_path: str = ""  # appended to http://<judge container name>:<port>
+
+
+@dataclasses.dataclass
+class AgentRun:
+    result: ExecResult
+    outputs_dir: Path
+    collected: list[str]  # container paths copied out
+    missing: list[str]  # declared outputs that did not exist
+    output_error: str | None = None  # unsafe or oversized output
+
+
+@dataclasses.dataclass
+class VerifierRun:
+    result: ExecResult
+    reward: float | None
+    rewards: dict
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.reward is not None and self.reward >= 1.0
+
+
+def _copy_out(run: ContainerRun, paths: list[str], out_dir: Path) -> tuple[list[str], list[str]]:
+    collected, missing = [], []
+    for p in paths:
+        pp = PurePosixPath(p)
+        if not pp.is_absolute() or ".." in pp.parts:
+            raise UnsafeArchiveError(f"declared output {p!r} must be an absolute path")
+        target_parent = Path(out_dir) / str(pp.parent).lstrip("/")
+        try:
+            run.get_path(p, target_parent)
+            collected.append(p)
+        except FileNotFoundError:
+            missing.append(p)
+    return collected, missing
+
+
+def run_agent(
+    task_dir: Path,
+    *,
+    job_id,
+    attempt: int = 1,
+    command: str | list[str] | None,
+    out_dir: Path,
+    copy_in: dict[str, Path] | None = None,
+    image: str | None = None,
+    limits: Limits | None = None,
+    outputs: list[str] | None = None,
+    purpose: str = "agent",
+    env: dict[str, str] | None = None,
+) -> AgentRun:
+    """Run `command` (None: the nop agent) in a fresh task container; copy out declared outputs.
+
+    copy_in maps container directories (e.g. "/solution") to host directories; each gets its own
+    small tmpfs volume. Outputs land under out_dir at their container path
+    (out_dir/workspace/submission.json).
+    """
+    task_dir = Path(task_dir)
+    image = image or task_image_tag(task_dir)
+    limits = limits or Limits.from_task(task_dir, "agent")
+    outputs = outputs or declared_outputs(task_dir)
+    copy_in = copy_in or {}
+    volumes = {"/workspace": limits.storage_mb}
+    for cpath, host in copy_in.items():
+        size = max(16, int(sum(f.stat().st_size for f in _iter_files(Path(host))) * 2 / MiB) + 16)
+        volumes[cpath] = size
+    out_dir = Path(out_dir)
+    with ContainerRun(
+        image,
+        purpose=purpose,
+        job_id=job_id,
+        attempt=attempt,
+        limits=limits,
+        user=task_user(task_dir, "agent"),
+        volumes=volumes,
+        env=env,
+    ) as run:
+        for cpath, host in copy_in.items():
+            run.put_dir(Path(host), cpath, uid=AGENT_UID)
+        if command is None:
+            result = ExecResult(0, b"", 0, False, 0.0)
+        else:
+            result = run.exec(command)
+        collected, missing, error = [], [], None
+        if not result.timed_out and not result.container_died:
+            try:
+                collected, missing = _copy_out(run, outputs, out_dir)
+            except (UnsafeArchiveError, OutputTooLargeError) as exc:
+                error = str(exc)
+        else:
+            missing = list(outputs)
+    (out_dir / "agent").mkdir(parents=True, exist_ok=True)
+    (out_dir / "agent" / "output.txt").write_bytes(result.output)
+    return AgentRun(result, out_dir, collected, missing, error)
+
+
+def _start_judge(c, spec: JudgeSpec, net_name: str, job_id, attempt) -> ContainerRun:
+    run = ContainerRun(
+        settings.TASK_BASE_IMAGE,
+        purpose="judge",
+        job_id=job_id,
+        attempt=attempt,
+        limits=Limits(cpus=1, memory_mb=256, timeout_s=3600),
+        volumes={"/judge": 16},
+        seed_workspace=False,
+        network=net_name,
+    )
+    run.__enter__()
+    try:
+        run.put_files("/judge", {"judge_standin.py": Path(spec.script).read_bytes()}, uid=AGENT_UID)
+        api = c.api
+        exec_id = api.exec_create(
+            run.container.id,
+            ["python3", "/judge/judge_standin.py", "--port", str(spec.port), *spec.args],
+            user=run.user,
+            workdir="/judge",
+        )["Id"]
+        api.exec_start(exec_id, detach=True)
+        # Wait until it listens (from inside its own container).
+        probe = (
+            "import socket,sys,time\n"
+            "for _ in range(100):\n"
+            "    try:\n"
+            f"        socket.create_connection(('127.0.0.1',{spec.port}),0.5).close()\n"
+            "        sys.exit(0)\n"
+            "    except OSError: time.sleep(0.1)\n"
+            "sys.exit(1)\n"
+        )
+        res = run.exec(["python3", "-c", probe], timeout_s=30, workdir="/judge")
+        if res.exit_code != 0:
+            raise InfrastructureError("the judge stand-in did not start listening")
+    except BaseException:
+        run.__exit__(None, None, None)
+        raise
+    return run
+
+
+def run_verifier(
+    task_dir: Path,
+    *,
+    job_id,
+    attempt: int = 1,
+    artifacts_dir: Path,
+    outputs: list[str] | None = None,
+    image: str | None = None,
+    limits: Limits | None = None,
+    judge: JudgeSpec | None = None,
+) -> VerifierRun:
+    """Grade in a fresh container: declared outputs (as data) + tests/ in, reward.json out."""
+    task_dir = Path(task_dir)
+    image = image or task_image_tag(task_dir)
+    limits = limits or Limits.from_task(task_dir, "verifier")
+    outputs = outputs or declared_outputs(task_dir)
+    tests_dir = task_dir / "tests"
+    tests_mb = int(sum(f.stat().st_size for f in _iter_files(tests_dir)) * 2 / MiB) + 16
+    env = {"PYTHONPATH": "/opt/hab"}
+    c = client()
+    net = None
+    judge_run = None
+    verifier_user = task_user(task_dir, "verifier")
+    try:
+        if judge is not None:
+            net_name = f"hab-judge-{_safe_name(job_id)}-{int(attempt)}"
+            with _infra("creating the judge network"):
+                for old in c.networks.list(names=[net_name]):
+                    for cont in old.attrs.get("Containers") or {}:
+                        try:
+                            old.disconnect(cont, force=True)
+                        except Exception:  # noqa: BLE001, S110
+                            pass
+                    old.remove()
+                net = c.networks.create(
+                    net_name,
+                    driver="bridge",
+                    internal=True,
+                    labels={LABEL_APP: APP_LABEL, LABEL_JOB: _safe_name(job_id)},
+                )
+            judge_run = _start_judge(c, judge, net_name, job_id, attempt)
+            # Container names resolve through the engine's DNS on user-defined networks.
+            env["XRAY_JUDGE_URL"] = f"http://{judge_run.name}:{judge.port}{judge.url_path}"
+        with ContainerRun(
+            image,
+            purpose="verifier",
+            job_id=job_id,
+            attempt=attempt,
+            limits=limits,
+            user=verifier_user,
+            volumes={
+                "/workspace": limits.storage_mb,
+                "/tests": tests_mb,
+                "/logs/verifier": LOGS_TMPFS_MB,
+            },
+            env=env,
+            network=net.name if net is not None else None,
+        ) as run:
+            # The agent's declared outputs, as data (read-only for the grader: owned by root).
+            for p in outputs:
+                host = Path(artifacts_dir) / p.lstrip("/")
+                if host.exists():
+                    run.put_path(host, p, uid=0)
+            run.put_dir(tests_dir, "/tests", uid=0)
+            result = run.exec(["bash", "/tests/test.sh"], workdir="/tests")
+            reward, rewards, error = None, {}, None
+            if not result.container_died and not result.timed_out:
+                raw = run.read_file("/logs/verifier/reward.json")
+                if raw is not None:
+                    try:
+                        rewards = json.loads(raw)
+                        reward = float(rewards["reward"])
+                    except (ValueError, KeyError, TypeError) as exc:
+                        error = f"unparsable reward.json: {exc}"
+                else:
+                    raw = run.read_file("/logs/verifier/reward.txt")
+                    if raw is not None:
+                        try:
+                            reward = float(raw.decode().strip())
+                            rewards = {"reward": reward}
+                        except ValueError as exc:
+                            error = f"unparsable reward.txt: {exc}"
+                    elif result.exit_code == 0:
+                        # The task's test.sh writes a reward in every case except a grader
+                        # infrastructure error (exit 3: e.g. the X-ray judge is unreachable).
+                        raise InfrastructureError(
+                            "the verifier wrote no reward file: the grader reported an "
+                            "infrastructure error (e.g. the LLM judge is unreachable); retry. "
+                            + result.text[-500:]
+                        )
+                    else:
+                        error = f"no reward file written ({result.reason})"
+            else:
+                error = result.reason
+        return VerifierRun(result, reward, rewards, error)
+    finally:
+        if judge_run is not None:
+            judge_run.__exit__(None, None, None)
+        if net is not None:
+            try:
+                net.remove()
+            except Exception as exc:  # noqa: BLE001 - reap_stale() will get it
+                log.warning("could not remove network %s: %s", net.name, exc)
