@@ -21,6 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaluation.digests import sha256_file
+
 BASE_IMAGE = "healthagentbench/base:bookworm"
 # The benchmark the public packages of this repository make up (new_task names tasks after it);
 # its versions are data: tasks/benchmarks/<name>@<version>.toml (see BenchmarkManifest).
@@ -243,7 +245,7 @@ def package_digest(root: Path) -> str:
     outer = hashlib.sha256()
     for path in iter_package_files(root):
         rel = path.relative_to(root).as_posix()
-        outer.update(f"{rel}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+        outer.update(f"{rel}\0{sha256_file(path)}\n".encode())
     return outer.hexdigest()
 
 

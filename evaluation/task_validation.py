@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import hashlib
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ import uuid
 from pathlib import Path
 
 from evaluation import runner, task_specs
+from evaluation.digests import sha256_file
 from evaluation.task_specs import declared_outputs
 
 ANSWER_NAME_PATTERNS = (
@@ -64,14 +64,6 @@ def _files(root: Path):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in sorted(filenames):
             yield Path(dirpath) / name
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def answer_fingerprints(task_dir: Path) -> dict[str, tuple[int, str]]:

@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from evaluation import archive as archive_mod
+from evaluation.digests import sha256_file
 from evaluation.models import AIModel, BenchmarkVersion, Harness
 from evaluation.services import agent_get_or_create
 from submissions import harbor_intake
@@ -46,18 +47,10 @@ class SubmissionRejected(SubmissionError):
         self.problems = problems
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def request_digest(*, archive_path: Path, metadata_text: str) -> str:
     """What an idempotent retry must repeat exactly: the archive bytes and the metadata."""
     return hashlib.sha256(
-        (_sha256_file(archive_path) + "\0" + hashlib.sha256(metadata_text.encode()).hexdigest())
+        (sha256_file(archive_path) + "\0" + hashlib.sha256(metadata_text.encode()).hexdigest())
         .encode()
     ).hexdigest()
 
@@ -125,7 +118,7 @@ def submission_receive(
 
 def _store(*, owner, tree: Path, archive_path: Path, checked, digest: str,
            idempotency_key: str) -> Submission:
-    prefix = f"submissions/{timezone.now():%Y/%m/%d}/{digest[:16]}-{_sha256_file(archive_path)[:8]}"
+    prefix = f"submissions/{timezone.now():%Y/%m/%d}/{digest[:16]}-{sha256_file(archive_path)[:8]}"
     stored: list[str] = []
     try:
         with transaction.atomic():
@@ -168,7 +161,7 @@ def _create_rows(*, owner, checked, digest, idempotency_key, prefix, archive_pat
         agent=agent, benchmark_version=bv, owner=owner, status=SubmissionStatus.RECEIVED,
         source="upload", notes=(meta.get("notes") or "")[:5000], metadata=meta,
         submitted_on=timezone.now().date(), archive=f"{prefix}/archive",
-        archive_sha256=_sha256_file(archive_path), archive_bytes=archive_path.stat().st_size,
+        archive_sha256=sha256_file(archive_path), archive_bytes=archive_path.stat().st_size,
         files_prefix=f"{prefix}/tree", idempotency_key=idempotency_key, request_digest=digest,
         secret_findings=checked.secret_findings, trials_total=len(checked.trials),
     )
