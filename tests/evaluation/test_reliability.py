@@ -208,23 +208,24 @@ def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
 
     from submissions import verification
     from submissions.models import TrialCheck, VerificationJob
+    from submissions.verification import jobs
 
     sub, job = _small_submission(oracle)
-    real = verification.submission_transition
+    real = jobs.submission_transition
 
     def flaky(*, submission, to_status, **kw):
         if to_status in ("verified", "discrepancy"):
             raise OperationalError("server closed the connection unexpectedly")
         return real(submission=submission, to_status=to_status, **kw)
 
-    monkeypatch.setattr(verification, "submission_transition", flaky)
+    monkeypatch.setattr(jobs, "submission_transition", flaky)
     with pytest.raises(OperationalError):
         verification.verification_run(job_id=job.pk)
     sub.refresh_from_db()
     j = VerificationJob.objects.get(pk=job.pk)
     assert sub.status == "verifying" and not sub.is_verified  # never a premature success
     assert j.status == "pending" and j.verdict == "" and "OperationalError" in j.last_error
-    monkeypatch.setattr(verification, "submission_transition", real)
+    monkeypatch.setattr(jobs, "submission_transition", real)
     assert verification.verification_run(job_id=job.pk) == "done"  # the retry
     sub.refresh_from_db()
     assert sub.status == "verified"

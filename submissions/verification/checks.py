@@ -1,0 +1,429 @@
+"""The checks of a verification job: re-grade every trial, replay a sample, re-run a sample.
+
+Each check writes one TrialCheck row (update_or_create keyed by the unique constraints) and,
+for trial checks, the trial's score and flags in the same transaction (R7).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import logging
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
+
+from evaluation import agents, runner
+from evaluation.replay import plan_from_trajectory
+from submissions.models import (
+    CheckKind,
+    CheckStatus,
+    Outcome,
+    Submission,
+    Trial,
+    TrialCheck,
+    VerificationJob,
+)
+from submissions.trials import trial_check_record
+from submissions.verification.lease import LeaseLost, _Heartbeat, run_prefix
+
+log = logging.getLogger(__name__)
+
+FLAG_REGRADE = "regrade_mismatch"
+FLAG_REPLAY = "replay_mismatch"
+FLAG_NOT_REPLAYABLE = "not_replayable"
+VERIFICATION_FLAGS = (FLAG_REGRADE, FLAG_REPLAY, FLAG_NOT_REPLAYABLE)
+MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
+
+
+def task_dir_of(benchmark_task) -> Path:
+    path = Path(benchmark_task.package_path or "")
+    if not path.is_absolute():
+        path = Path(settings.BASE_DIR) / path
+    if not benchmark_task.package_path or not (path / "task.toml").is_file():
+        raise runner.InfrastructureError(
+            f"task package of {benchmark_task.name} is not on this worker ({path})"
+        )
+    return path
+
+
+def grader_version(task_dir: Path) -> str:
+    """Digest of what decides a grade: the task's tests/ and the base image (graders)."""
+    h = hashlib.sha256()
+    h.update(runner.tree_digest(Path(task_dir) / "tests").encode())
+    h.update(runner.ensure_base_image().encode())
+    return h.hexdigest()[:16]
+
+
+def _judge_for(task_dir: Path):
+    spec = runner.load_task_toml(task_dir)
+    needs_judge = "XRAY_JUDGE_URL" in ((spec.get("verifier") or {}).get("env") or {})
+    if needs_judge and settings.VERIFICATION_JUDGE_STANDIN:
+        return runner.JudgeSpec(script=Path(settings.VERIFICATION_JUDGE_STANDIN))
+    return None
+
+
+def _storage_copy(name: str, dest: Path, budget: list[int]) -> int:
+    """Copy a stored file, or every file under a stored folder, to dest. Returns files copied."""
+    try:
+        with default_storage.open(name, "rb") as src:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with open(dest, "wb") as out:
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    budget[0] -= len(chunk)
+                    if budget[0] < 0:
+                        raise runner.OutputTooLargeError("submitted outputs exceed the cap")
+                    out.write(chunk)
+        return 1
+    except (IsADirectoryError, FileNotFoundError, PermissionError):
+        pass
+    try:
+        dirs, files = default_storage.listdir(name)
+    except (FileNotFoundError, NotADirectoryError, OSError):
+        return 0
+    copied = 0
+    for f in files:
+        copied += _storage_copy(f"{name}/{f}", dest / f, budget)
+    for d in dirs:
+        copied += _storage_copy(f"{name}/{d}", dest / d, budget)
+    return copied
+
+
+def materialize_outputs(trial: Trial, task_dir: Path, dest: Path) -> dict:
+    """Copy the trial's submitted declared outputs (only those) from storage to dest/<path>.
+
+    Harbor mirrors a collected container path P at <trial_dir>/artifacts/P; `artifact_paths`
+    entries (relative to the stored tree or to the trial directory) are tried first.
+    """
+    prefix = (trial.submission.files_prefix or "").rstrip("/")
+    trial_dir = (trial.trial_dir or "").strip("/")
+    found, missing = [], []
+    budget = [runner.DEFAULT_OUTPUT_CAP_BYTES]
+    for out in runner.declared_outputs(task_dir):
+        rel = out.strip("/")
+        candidates = []
+        for ap in trial.artifact_paths or []:
+            ap = str(ap).strip("/")
+            if ap == rel or ap.endswith("/" + rel):
+                candidates += [ap, f"{trial_dir}/{ap}"]
+        candidates.append(f"{trial_dir}/artifacts/{rel}")
+        for cand in candidates:
+            pp = PurePosixPath(cand)
+            if pp.is_absolute() or ".." in pp.parts:
+                continue
+            if _storage_copy(f"{prefix}/{cand}".lstrip("/"), dest / rel, budget):
+                found.append(out)
+                break
+        else:
+            missing.append(out)
+    return {"found": found, "missing": missing, "digest": outputs_digest(dest)}
+
+
+def outputs_digest(root: Path) -> str:
+    root = Path(root)
+    return runner.tree_digest(root) if root.is_dir() else ""
+
+
+def load_trajectory(trial: Trial) -> dict | None:
+    if not trial.trajectory_path:
+        return None
+    name = f"{trial.submission.files_prefix.rstrip('/')}/{trial.trajectory_path.lstrip('/')}"
+    try:
+        with default_storage.open(name, "rb") as fh:
+            data = fh.read(MAX_TRAJECTORY_BYTES + 1)
+    except (FileNotFoundError, OSError):
+        return None
+    if len(data) > MAX_TRAJECTORY_BYTES:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def _claimed_reward(trial: Trial) -> float:
+    if trial.reward is not None:
+        return float(trial.reward)
+    return 1.0 if trial.claimed_success else 0.0
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(float(a) - float(b)) < 1e-6
+
+
+def _set_trial_flag(trial_id: int, flag: str, on: bool, **fields) -> None:
+    # A re-grade also sets the trial's site outcome (the owner of Trial decides how).
+    trial_check_record(trial_id=trial_id, flag=flag, on=on, **fields)
+
+
+def job_config() -> dict:
+    return {
+        "checks": [c for c in settings.VERIFICATION_CHECKS if c in CheckKind.values],
+        "replay_passing": settings.VERIFICATION_REPLAY_PASSING,
+        "replay_failing": settings.VERIFICATION_REPLAY_FAILING,
+        "replay_max": settings.VERIFICATION_REPLAY_MAX,
+        "rerun_tasks": settings.VERIFICATION_RERUN_TASKS,
+        "rerun_attempts": settings.VERIFICATION_RERUN_ATTEMPTS,
+        "rerun_alpha": settings.VERIFICATION_RERUN_ALPHA,
+    }
+
+
+@dataclass
+class _Result:
+    status: str
+    verified_reward: float | None = None
+    claimed_reward: float | None = None
+    reproduced: bool | None = None
+    flags: list | None = None
+    reason: str = ""
+    detail: dict | None = None
+    grader_version: str = ""
+    duration_s: float | None = None
+
+
+class _Checks:
+    def __init__(self, job: VerificationJob, heartbeat: _Heartbeat):
+        self.job = job
+        self.heartbeat = heartbeat
+        self.config = {**job_config(), **(job.config or {})}
+        self.sub = Submission.objects.select_related("agent__harness").get(pk=job.submission_id)
+        self.trials = list(
+            Trial.objects.filter(submission=self.sub)
+            .select_related("benchmark_task", "submission")
+            .order_by("benchmark_task__position", "benchmark_task_id", "attempt")
+        )
+
+    # -- plumbing
+    def _guard(self):
+        if self.heartbeat.lost.is_set():
+            raise LeaseLost()
+
+    def _parallel(self, fn, items) -> None:
+        if not items:
+            return
+
+        def call(item):
+            try:
+                self._guard()
+                return fn(item)
+            finally:
+                connection.close()
+
+        workers = max(1, settings.VERIFICATION_PARALLEL_TRIALS)
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers,
+                                                     thread_name_prefix=f"job{self.job.pk}")
+        try:
+            futures = [pool.submit(call, item) for item in items]
+            for fut in concurrent.futures.as_completed(futures):
+                fut.result()  # the first error stops the job (the others are cancelled)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _record(self, kind: str, *, trial=None, task=None, sample_index=0, res: _Result):
+        values = {
+            "status": res.status,
+            "claimed_reward": res.claimed_reward,
+            "verified_reward": res.verified_reward,
+            "reproduced": res.reproduced,
+            "flags": res.flags or [],
+            "reason": res.reason[:5000],
+            "detail": res.detail or {},
+            "grader_version": res.grader_version,
+            "job_attempt": self.job.attempt,
+            "duration_s": res.duration_s,
+            "benchmark_task": task or trial.benchmark_task,
+        }
+        key = {"job": self.job, "kind": kind}
+        if trial is not None:
+            key["trial"] = trial
+        else:
+            key.update(trial=None, benchmark_task=task, sample_index=sample_index)
+        TrialCheck.objects.update_or_create(
+            **key,
+            defaults={**values, "executions": F("executions") + 1},
+            create_defaults={**values, "executions": 1},
+        )
+
+    def _done(self, kind: str) -> set:
+        qs = TrialCheck.objects.filter(job=self.job, kind=kind)
+        if kind == CheckKind.RERUN:
+            return set(qs.values_list("benchmark_task_id", "sample_index"))
+        return set(qs.values_list("trial_id", flat=True))
+
+    def _job_id(self, what: str) -> str:
+        return f"{run_prefix(self.job.pk)}{what}"
+
+    # -- run
+    def run(self):
+        checks = self.config["checks"]
+        if CheckKind.REGRADE in checks:
+            done = self._done(CheckKind.REGRADE)
+            self._progress()
+            self._parallel(self.regrade, [t for t in self.trials if t.pk not in done])
+        if CheckKind.REPLAY in checks:
+            done = self._done(CheckKind.REPLAY)
+            self._parallel(self.replay, [t for t in self.replay_sample() if t.pk not in done])
+        if CheckKind.RERUN in checks:
+            done = self._done(CheckKind.RERUN)
+            todo = [(task, k) for task, k in self.rerun_sample() if (task.pk, k) not in done]
+            self._parallel(self.rerun, todo)
+
+    def _progress(self):
+        n = TrialCheck.objects.filter(job=self.job, kind=CheckKind.REGRADE).count()
+        if n:  # Greatest: parallel trials may finish their counts out of order
+            Submission.objects.filter(pk=self.sub.pk).update(
+                trials_done=Greatest(F("trials_done"), Value(n)))
+
+    # -- re-grade
+    def grade_outputs(self, trial, task_dir: Path, artifacts: Path, what: str):
+        image, _built = runner.build_task_image(task_dir)  # cached by digest; rebuilt if pruned
+        return runner.run_verifier(
+            task_dir, job_id=self._job_id(what), attempt=self.job.attempt,
+            artifacts_dir=artifacts, judge=_judge_for(task_dir), image=image,
+        )
+
+    def regrade(self, trial: Trial):
+        claimed = _claimed_reward(trial)
+        # A claimed infrastructure error is graded too: the site decides what it counts as
+        # (site_outcome); having claimed no grade, it is no mismatch.
+        no_claim = trial.claimed_outcome == Outcome.INFRA_ERROR
+        task_dir = task_dir_of(trial.benchmark_task)
+        t0 = time.time()
+        with tempfile.TemporaryDirectory(prefix="hab-regrade-") as tmp:
+            out = Path(tmp) / "outputs"
+            out.mkdir()
+            got = materialize_outputs(trial, task_dir, out)
+            v = self.grade_outputs(trial, task_dir, out, f"t{trial.pk}-rg")
+        verified = v.reward if v.reward is not None else 0.0
+        match = no_claim or _same(verified, claimed)
+        reason = "" if match else f"re-grade gives {verified:g}, the submission claims {claimed:g}"
+        if no_claim:
+            reason = (f"the submission reports an infrastructure error; the site grades the "
+                      f"collected output {verified:g}")
+        if v.reward is None:
+            reason = f"verifier gave no reward ({v.error}); counted as 0. " + reason
+        if got["missing"]:
+            reason += f" (submitted output missing: {', '.join(got['missing'])})"
+        with transaction.atomic():  # check row + trial score: both or neither (R7)
+            self._record(CheckKind.REGRADE, trial=trial, res=_Result(
+                CheckStatus.MATCH if match else CheckStatus.MISMATCH,
+                verified_reward=verified, claimed_reward=claimed,
+                flags=[] if match else [FLAG_REGRADE], reason=reason.strip(),
+                detail={"rewards": v.rewards, "outputs": got, "verifier": v.result.reason},
+                grader_version=grader_version(task_dir), duration_s=time.time() - t0))
+            _set_trial_flag(trial.pk, FLAG_REGRADE, not match, verified_reward=verified)
+        self._progress()
+
+    # -- replay
+    def replay_sample(self) -> list[Trial]:
+        rng = random.Random(f"{settings.LEADERBOARD_RANDOM_SEED}:{self.sub.pk}:replay")
+        # By the claim: the sample does not depend on an earlier job's re-grade.
+        passing = ([t for t in self.trials if t.claimed_success]
+                   if self.config["replay_passing"] else [])
+        failing = [t for t in self.trials
+                   if not t.claimed_success and t.claimed_outcome != Outcome.INFRA_ERROR]
+        k = min(len(failing), max(0, int(self.config["replay_failing"])))
+        sample = passing + sorted(rng.sample(failing, k), key=lambda t: t.pk)
+        return sample[: max(0, int(self.config["replay_max"]))]
+
+    def replay(self, trial: Trial):
+        claimed = _claimed_reward(trial)
+        trajectory = load_trajectory(trial)
+        if trajectory is None:
+            with transaction.atomic():  # check row + trial score: both or neither (R7)
+                self._record(CheckKind.REPLAY, trial=trial, res=_Result(
+                    CheckStatus.NOT_REPLAYABLE, claimed_reward=claimed, flags=[FLAG_NOT_REPLAYABLE],
+                    reason="no readable ATIF trajectory was submitted for this trial"))
+                _set_trial_flag(trial.pk, FLAG_NOT_REPLAYABLE, True)
+            return
+        plan = plan_from_trajectory(trajectory)
+        if not plan.replayable:
+            with transaction.atomic():  # check row + trial score: both or neither (R7)
+                self._record(CheckKind.REPLAY, trial=trial, res=_Result(
+                    CheckStatus.NOT_REPLAYABLE, claimed_reward=claimed, flags=[FLAG_NOT_REPLAYABLE],
+                    reason="tools the site cannot replay: " + ", ".join(plan.unknown_tools),
+                    detail={"plan": plan.describe()}))
+                _set_trial_flag(trial.pk, FLAG_NOT_REPLAYABLE, True)
+            return
+        task_dir = task_dir_of(trial.benchmark_task)
+        t0 = time.time()
+        reference = TrialCheck.objects.filter(
+            job=self.job, trial=trial, kind=CheckKind.REGRADE).first()
+        with tempfile.TemporaryDirectory(prefix="hab-replay-") as tmp:
+            tmp = Path(tmp)
+            (tmp / "submitted").mkdir()
+            materialize_outputs(trial, task_dir, tmp / "submitted")
+            run = agents.run_site_agent(
+                agents.SiteAgent(kind="replay", name="replay"), task_dir,
+                job_id=self._job_id(f"t{trial.pk}-rp"), attempt=self.job.attempt,
+                out_dir=tmp / "replayed", trajectory=trajectory)
+            replay_digest = outputs_digest(tmp / "replayed" / "workspace")
+            sub_digest = outputs_digest(tmp / "submitted" / "workspace")
+            v = self.grade_outputs(trial, task_dir, tmp / "replayed", f"t{trial.pk}-rp")
+        replay_reward = v.reward if v.reward is not None else 0.0
+        submitted_reward = (reference.verified_reward if reference is not None
+                            and reference.verified_reward is not None else claimed)
+        reproduced = _same(replay_reward, submitted_reward)
+        identical = bool(replay_digest) and replay_digest == sub_digest
+        reason = "" if reproduced else (
+            f"the recorded commands produce an output graded {replay_reward:g}; the submitted "
+            f"output is graded {submitted_reward:g}")
+        if run.result.reasons:
+            reason = (reason + f" (replay: {run.result.reason})").strip()
+        with transaction.atomic():  # check row + trial score: both or neither (R7)
+            self._record(CheckKind.REPLAY, trial=trial, res=_Result(
+                CheckStatus.MATCH if reproduced else CheckStatus.MISMATCH,
+                verified_reward=replay_reward, claimed_reward=claimed, reproduced=reproduced,
+                flags=[] if reproduced else [FLAG_REPLAY], reason=reason,
+                detail={"plan": plan.describe(), "output_identical": identical,
+                        "collected": run.collected, "missing": run.missing,
+                        "log_tail": run.result.text[-2000:]},
+                grader_version=grader_version(task_dir), duration_s=time.time() - t0))
+            _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced)
+
+    # -- re-run
+    def rerun_sample(self) -> list[tuple]:
+        rng = random.Random(f"{settings.LEADERBOARD_RANDOM_SEED}:{self.sub.pk}:rerun")
+        tasks = {t.benchmark_task_id: t.benchmark_task for t in self.trials}
+        chosen = sorted(tasks.values(), key=lambda t: (t.position, t.pk))
+        k = min(len(chosen), max(0, int(self.config["rerun_tasks"])))
+        chosen = sorted(rng.sample(chosen, k), key=lambda t: (t.position, t.pk))
+        return [(task, i) for task in chosen
+                for i in range(max(1, int(self.config["rerun_attempts"])))]
+
+    def rerun(self, item):
+        task, k = item
+        claimed_trials = [t for t in self.trials if t.benchmark_task_id == task.pk]
+        claimed = sum(1 for t in claimed_trials if t.claimed_success) / max(1, len(claimed_trials))
+        agent = agents.site_agent_for(self.sub.agent.harness.slug)
+        if agent is None:
+            self._record(CheckKind.RERUN, task=task, sample_index=k, res=_Result(
+                CheckStatus.NOT_RUNNABLE, claimed_reward=claimed,
+                reason=f"the site cannot run harness {self.sub.agent.harness.slug!r} "
+                       "(configure VERIFICATION_COMMAND_AGENTS)"))
+            return
+        task_dir = task_dir_of(task)
+        t0 = time.time()
+        with tempfile.TemporaryDirectory(prefix="hab-rerun-") as tmp:
+            out = Path(tmp) / "out"
+            run = agents.run_site_agent(agent, task_dir, job_id=self._job_id(f"k{task.pk}-{k}-rr"),
+                                        attempt=self.job.attempt, out_dir=out)
+            v = self.grade_outputs(None, task_dir, out, f"k{task.pk}-{k}-rr")
+            shutil.rmtree(out, ignore_errors=True)
+        reward = v.reward if v.reward is not None else 0.0
+        self._record(CheckKind.RERUN, task=task, sample_index=k, res=_Result(
+            CheckStatus.MATCH if reward >= 1.0 else CheckStatus.MISMATCH,
+            verified_reward=reward, claimed_reward=claimed, reproduced=reward >= 1.0,
+            reason=run.result.reason, detail={"agent": agent.name, "kind": agent.kind,
+                                              "log_tail": run.result.text[-2000:]},
+            grader_version=grader_version(task_dir), duration_s=time.time() - t0))

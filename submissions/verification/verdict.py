@@ -1,0 +1,115 @@
+"""The verdict of a verification job (re-grade and replay mismatches, the re-run's Fisher exact
+test) and the status page's view of a job's progress."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from scipy.stats import fisher_exact
+
+from submissions.models import (
+    CheckKind,
+    CheckStatus,
+    JobStatus,
+    Submission,
+    SubmissionStatus,
+    Trial,
+    TrialCheck,
+    VerificationJob,
+)
+
+
+def fisher_exact_two_sided(a: int, b: int, c: int, d: int) -> float:
+    """p of the 2x2 table [[a, b], [c, d]] (re-run pass/fail vs claimed pass/fail)."""
+    if (a + b) == 0 or (c + d) == 0:
+        return 1.0
+    return float(fisher_exact([[a, b], [c, d]], alternative="two-sided").pvalue)
+
+
+def rerun_statistics(job: VerificationJob) -> dict | None:
+    reruns = list(TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN))
+    ran = [r for r in reruns if r.status in (CheckStatus.MATCH, CheckStatus.MISMATCH)]
+    if not ran:
+        reason = reruns[0].reason if reruns else "re-run not configured"
+        return {"ran": False, "reason": reason, "significant": False}
+    tasks = {r.benchmark_task_id for r in ran}
+    claimed = Trial.objects.filter(submission_id=job.submission_id, benchmark_task_id__in=tasks)
+    c_pass = claimed.filter(claimed_success=True).count()
+    c_fail = claimed.count() - c_pass
+    r_pass = sum(1 for r in ran if (r.verified_reward or 0) >= 1.0)
+    r_fail = len(ran) - r_pass
+    p = fisher_exact_two_sided(r_pass, r_fail, c_pass, c_fail)
+    alpha = (job.config or {}).get("rerun_alpha", settings.VERIFICATION_RERUN_ALPHA)
+    return {
+        "ran": True,
+        "tasks": len(tasks),
+        "rerun_success": r_pass,
+        "rerun_runs": len(ran),
+        "rerun_rate": r_pass / len(ran),
+        "claimed_success": c_pass,
+        "claimed_runs": c_pass + c_fail,
+        "claimed_rate": c_pass / max(1, c_pass + c_fail),
+        "test": "Fisher exact, two-sided (re-run vs claimed pass/fail on the same tasks)",
+        "p_value": p,
+        "alpha": alpha,
+        "significant": p < alpha,
+    }
+
+
+def verification_summary(job: VerificationJob) -> dict:
+    checks = TrialCheck.objects.filter(job=job)
+
+    def count(kind, status=None):
+        qs = checks.filter(kind=kind)
+        return qs.filter(status=status).count() if status else qs.count()
+
+    regrade_mismatch = sorted(checks.filter(kind=CheckKind.REGRADE, status=CheckStatus.MISMATCH)
+                              .values_list("trial_id", flat=True))
+    replay_mismatch = sorted(checks.filter(kind=CheckKind.REPLAY, status=CheckStatus.MISMATCH)
+                             .values_list("trial_id", flat=True))
+    not_replayable = sorted(checks.filter(kind=CheckKind.REPLAY,
+                                          status=CheckStatus.NOT_REPLAYABLE)
+                            .values_list("trial_id", flat=True))
+    rerun = rerun_statistics(job)
+    discrepancy = bool(regrade_mismatch or replay_mismatch or (rerun and rerun["significant"]))
+    verdict = SubmissionStatus.DISCREPANCY if discrepancy else SubmissionStatus.VERIFIED
+    regraded = count(CheckKind.REGRADE)
+    replayed = count(CheckKind.REPLAY)
+    parts = [f"{regraded - len(regrade_mismatch)}/{regraded} re-grades match"]
+    if replayed:
+        parts.append(f"{count(CheckKind.REPLAY, CheckStatus.MATCH)}/{replayed} replays reproduce"
+                     + (f" ({len(not_replayable)} not replayable)" if not_replayable else ""))
+    if rerun and rerun["ran"]:
+        parts.append(f"re-run {rerun['rerun_success']}/{rerun['rerun_runs']} vs claimed "
+                     f"{rerun['claimed_success']}/{rerun['claimed_runs']} "
+                     f"(Fisher p={rerun['p_value']:.3g}"
+                     f"{', significant' if rerun['significant'] else ''})")
+    return {
+        "verdict": str(verdict),
+        "headline": f"{verdict}: " + "; ".join(parts),
+        "regrade": {"checked": regraded, "mismatched_trials": regrade_mismatch,
+                    "skipped": count(CheckKind.REGRADE, CheckStatus.SKIPPED)},
+        "replay": {"checked": replayed, "mismatched_trials": replay_mismatch,
+                   "not_replayable_trials": not_replayable},
+        "rerun": rerun,
+    }
+
+
+def verification_progress(*, submission: Submission) -> dict:
+    """For the status page: the live job, its checks done per kind, and why it waits."""
+    job = submission.verification_jobs.order_by("-created_at").first()
+    if job is None:
+        return {"job": None}
+    done = {k: TrialCheck.objects.filter(job=job, kind=k).count() for k in CheckKind.values}
+    return {
+        "job": job.pk,
+        "status": job.status,
+        "attempt": job.attempt,
+        "waiting_because": job.last_error if job.status == JobStatus.PENDING else "",
+        "heartbeat_at": job.heartbeat_at,
+        "regrade": {"done": done["regrade"], "total": submission.trials_total
+                    or submission.trials.count()},
+        "replay": {"done": done["replay"]},
+        "rerun": {"done": done["rerun"]},
+        "verdict": job.verdict,
+        "summary": job.summary,
+    }
