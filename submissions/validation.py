@@ -44,24 +44,15 @@ from pydantic import ValidationError
 from evaluation.graders.base import GradingInputError, load_json
 from evaluation.task_specs import load_task_package
 from submissions import pricing
-from submissions.harbor import (
-    INFRA_ERROR,
-    PASSED,
-    AgentSpec,
-    ParsedTrial,
-    ParsedTree,
-    Problem,
-    find_output,
-    find_overrides,
-    number_attempts,
-    parse_tree,
-)
+from submissions.harbor import find_output, find_overrides, number_attempts, parse_tree
+from submissions.harbor_models import INFRA_ERROR, PASSED, AgentSpec, ParsedTrial, ParsedTree
 from submissions.metadata import (
     MetadataError,
     SubmissionMetadata,
     find_metadata_file,
     read_metadata_file,
 )
+from submissions.problems import Problem
 
 __all__ = ["BenchmarkSpec", "Problem", "ValidationReport", "spec_from_packages",
            "validate_submission", "validate_trajectory"]

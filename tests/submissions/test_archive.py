@@ -918,7 +918,7 @@ def test_property_corrupted_archives_only_raise_archive_error(tmp_path, data, ki
 # regular file's bytes into memory (RunContainer.read_file: a single size-capped member, nothing
 # written to disk), which is not extraction.
 KNOWN_OTHER_EXTRACTORS = {
-    "evaluation/runner.py: extractfile(",
+    "evaluation/runner/container.py: extractfile(",
 }
 
 
@@ -928,7 +928,8 @@ def test_grep_guard_no_other_extractor():
     offenders = []
     for base in ("submissions", "evaluation", "leaderboard", "tasks", "config", "scripts"):
         for path in (REPO / base).rglob("*.py"):
-            if path == REPO / "evaluation" / "archive.py":
+            if path in (REPO / "evaluation" / "archive.py",
+                        REPO / "evaluation" / "archive_policy.py"):
                 continue
             text = path.read_text(errors="replace")
             offenders += [f"{path.relative_to(REPO)}: {p}" for p in pattern if p in text]
