@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from leaderboard import selectors, tables
 from leaderboard.caching import cached_response
+from leaderboard.filters import entry_filters
 
 _FILTER_PARAMS = [
     OpenApiParameter("benchmark", str, description="name@version, e.g. healthagentbench@1.0"),
@@ -32,12 +33,7 @@ def _params(request: Request):
         bv = bv or selectors.benchmark_version_get(slug=request.query_params.get("benchmark", ""))
     except selectors.UnknownBenchmark as exc:
         raise NotFound(str(exc)) from exc
-    filters = selectors.EntryFilters(
-        harness=request.query_params.get("harness", ""),
-        provider=request.query_params.get("provider", ""),
-        verified_only=request.query_params.get("verified") in ("1", "true", "on"),
-    )
-    return bv, filters
+    return bv, entry_filters(request.query_params)
 
 
 def _json(payload) -> HttpResponse:

@@ -11,6 +11,7 @@ from django.db.models import F, Prefetch, Q, QuerySet
 from django.db.models.functions import Lower
 
 from evaluation.models import BenchmarkTask, BenchmarkVersion, Category
+from leaderboard.filters import EntryFilters, EntryFilterSet
 from leaderboard.models import (
     AggregateVersion,
     CategoryEntry,
@@ -23,13 +24,6 @@ from submissions.models import Trial
 
 class UnknownBenchmark(Exception):
     """The requested benchmark version does not exist."""
-
-
-@dataclass(frozen=True)
-class EntryFilters:
-    harness: str = ""
-    provider: str = ""
-    verified_only: bool = False
 
 
 def benchmark_version_list() -> list[BenchmarkVersion]:
@@ -64,12 +58,7 @@ def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters) -> Quer
     qs = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).select_related(
         "agent", "agent__harness", "agent__model"
     )
-    if filters.harness:
-        qs = qs.filter(agent__harness__slug=filters.harness)
-    if filters.provider:
-        qs = qs.filter(agent__model__provider__iexact=filters.provider)
-    if filters.verified_only:
-        qs = qs.filter(verified=True)
+    qs = EntryFilterSet.from_filters(filters, queryset=qs).qs
     return qs.order_by("rank", "agent__display_name")
 
 

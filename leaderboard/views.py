@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_safe
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_GET, require_safe
 from leaderboard import charts, csv_copy, selectors, tables
 from leaderboard.caching import cached_response
 from leaderboard.csv_export import csv_bytes_response, csv_response, csv_stream_response
+from leaderboard.filters import entry_filters
 from leaderboard.tables import PROVENANCE_NOTE
 
 # Tables built whole and cached (a row per agent or fewer); the per-trial and per-cell ones
@@ -27,12 +29,7 @@ def _params(request: HttpRequest):
         bv = bv or selectors.benchmark_version_get(slug=request.GET.get("benchmark", ""))
     except selectors.UnknownBenchmark as exc:
         raise Http404(str(exc)) from exc
-    filters = selectors.EntryFilters(
-        harness=request.GET.get("harness", ""),
-        provider=request.GET.get("provider", ""),
-        verified_only=request.GET.get("verified") in ("1", "true", "on"),
-    )
-    return bv, filters
+    return bv, entry_filters(request.GET)
 
 
 def _context(request: HttpRequest):
@@ -271,8 +268,6 @@ def _download_cached_csv(request: HttpRequest, table: str) -> HttpResponse:
 
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})

@@ -68,9 +68,22 @@ class SubmissionCollectionApi(APIView):
 
     @extend_schema_serializer(component_name="SubmissionUpload")
     class InputSerializer(serializers.Serializer):
-        archive = serializers.FileField(help_text=".tar.gz, .tgz or .zip of Harbor job dirs")
-        metadata = serializers.FileField(required=False,
+        # Empty or malformed archives are refused by the extractor, with its own error codes.
+        archive = serializers.FileField(allow_empty_file=True,
+                                        help_text=".tar.gz, .tgz or .zip of Harbor job dirs")
+        metadata = serializers.FileField(required=False, allow_empty_file=True,
                                          help_text="metadata.yaml / .json (or in the archive)")
+
+        def validate_metadata(self, upload) -> str:
+            """The metadata file's text (UTF-8, at most MAX_METADATA_BYTES)."""
+            if upload.size > MAX_METADATA_BYTES:
+                raise serializers.ValidationError(
+                    f"metadata larger than {MAX_METADATA_BYTES} bytes", code="metadata_too_large")
+            try:
+                return upload.read(MAX_METADATA_BYTES + 1).decode("utf-8")
+            except UnicodeDecodeError:
+                raise serializers.ValidationError("metadata must be UTF-8 YAML or JSON",
+                                                  code="metadata_encoding") from None
 
     @extend_schema_serializer(component_name="SubmissionCreated")
     class OutputSerializer(serializers.Serializer):
@@ -87,15 +100,12 @@ class SubmissionCollectionApi(APIView):
     def post(self, request: Request) -> Response:
         if request_upload_too_large(request._request):
             return Response({"code": "too_large", "detail": "upload too large"}, status=413)
-        archive = request.FILES.get("archive")
-        if archive is None:
-            return Response({"code": "invalid_submission", "problems": [
-                {"code": "missing_archive", "path": "archive",
-                 "message": "send the job directories as the multipart file field 'archive'"}]},
-                status=400)
-        metadata_text, error = _read_metadata(request.FILES.get("metadata"))
-        if error:
-            return Response(error, status=400)
+        serializer = self.InputSerializer(data=request.data)
+        if not serializer.is_valid():
+            return Response({"code": "invalid_submission",
+                             "problems": _input_problems(serializer.errors)}, status=400)
+        archive = serializer.validated_data["archive"]
+        metadata_text = serializer.validated_data.get("metadata", "")
         key = request.headers.get("Idempotency-Key", "")[:200]
         try:
             submission, created = submission_receive(
@@ -124,20 +134,17 @@ class SubmissionCollectionApi(APIView):
         ])
 
 
-def _read_metadata(upload) -> tuple[str, dict | None]:
-    if upload is None:
-        return "", None
-    if upload.size > MAX_METADATA_BYTES:
-        return "", {"code": "invalid_submission", "problems": [
-            {"code": "metadata_too_large", "path": "metadata",
-             "message": f"metadata larger than {MAX_METADATA_BYTES} bytes"}]}
-    raw = upload.read(MAX_METADATA_BYTES + 1)
-    try:
-        return raw.decode("utf-8"), None
-    except UnicodeDecodeError:
-        return "", {"code": "invalid_submission", "problems": [
-            {"code": "metadata_encoding", "path": "metadata",
-             "message": "metadata must be UTF-8 YAML or JSON"}]}
+def _input_problems(errors: dict) -> list[dict]:
+    """The serializer's errors as upload problems (the shape every rejection has)."""
+    problems = []
+    if "archive" in errors:
+        problems.append({"code": "missing_archive", "path": "archive",
+                         "message": "send the job directories as the multipart file field "
+                                    "'archive'"})
+    for field, details in errors.items():
+        if field != "archive":
+            problems += [{"code": d.code, "path": field, "message": str(d)} for d in details]
+    return problems
 
 
 class SubmissionDetailApi(APIView):

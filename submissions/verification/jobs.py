@@ -17,8 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.celery import app as celery_app
-from evaluation import runner
-from evaluation.health import worker_health
+from evaluation import health, runner
 from submissions.models import (
     ACTIVE_JOB_STATUSES,
     JobStatus,
@@ -94,9 +93,9 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
     worker = worker or worker_identity()
     # R12: an unhealthy worker (disk nearly full, engine away, an image missing) claims nothing;
     # the job stays pending and the task is retried with backoff, so a healthy worker takes it.
-    health = worker_health()  # a fraction of a second; jobs take minutes
-    if not health["healthy"]:
-        why = "; ".join(health["problems"])
+    status = health.worker_health()  # a fraction of a second; jobs take minutes
+    if not status["healthy"]:
+        why = "; ".join(status["problems"])
         VerificationJob.objects.filter(pk=job_id, status=JobStatus.PENDING).update(
             last_error=f"worker {worker} unhealthy, not claimed: {why}"[:2000],
             updated_at=timezone.now()

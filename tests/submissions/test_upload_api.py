@@ -287,3 +287,26 @@ def test_the_public_submit_page_walks_through_the_whole_path(synthetic, client, 
     assert 'data-testid="upload-form"' not in body  # logged out: the how-to only
     client.force_login(owner)
     assert 'data-testid="upload-form"' in client.get("/submit/").content.decode()
+
+
+def test_upload_input_is_validated_by_the_serializer(db, token, owner):
+    """No archive, an oversized metadata file and a non-UTF-8 one are refused with problems that
+    name the field, before anything is stored and without taking quota."""
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    response = client.post("/api/v1/submissions/", {"archive": "not a file"})
+    assert response.status_code == 400
+    assert response.json() == {"code": "invalid_submission", "problems": [
+        {"code": "missing_archive", "path": "archive",
+         "message": "send the job directories as the multipart file field 'archive'"}]}
+    big = _named(b"x" * (64 * 1024 + 1), "metadata.yaml")
+    response = client.post("/api/v1/submissions/", {"archive": _named(b"", "run.tar.gz"),
+                                                    "metadata": big})
+    assert response.status_code == 400
+    assert [(p["code"], p["path"]) for p in response.json()["problems"]] == [
+        ("metadata_too_large", "metadata")]
+    latin1 = _named("benchmark: café".encode("latin-1"), "metadata.yaml")
+    response = client.post("/api/v1/submissions/", {"archive": _named(b"", "run.tar.gz"),
+                                                    "metadata": latin1})
+    assert [(p["code"], p["path"]) for p in response.json()["problems"]] == [
+        ("metadata_encoding", "metadata")]
+    assert not Submission.objects.exists() and not DailyQuota.objects.filter(used__gt=0).exists()
