@@ -28,13 +28,18 @@ from django.db import connections
 from leaderboard import csv_copy
 from leaderboard.bench import dataset, duck, web
 from leaderboard.bench.wsgi import FLOOR_PREFIX
-from leaderboard.selectors import EntryFilters
+from leaderboard.filters import EntryFilters
+from leaderboard.services import leaderboard_recompute
+from submissions.models import SubmissionStatus
+from submissions.services import submission_publish, submission_withdraw
 
 PAGES = [
     ("/", "html"), ("/categories/", "html"), ("/imaging-vs-text/", "html"),
     ("/harness-effect/", "html"), ("/cost/", "html"), ("/task-matrix/", "html"),
     ("/api/v1/leaderboard/", "json"),
 ]
+
+
 def _url(db: dict, name: str) -> str:
     auth = quote(db["USER"] or "postgres")
     if db.get("PASSWORD"):
@@ -82,8 +87,6 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def _run(self, db: dict, name: str, opts: dict) -> None:
-        from leaderboard.services import leaderboard_recompute
-
         n = opts["agents"]
         call_command("migrate", verbosity=0, interactive=False)
         started = time.perf_counter()
@@ -132,9 +135,6 @@ class Command(BaseCommand):
     def _publish(self, server: web.Gunicorn, bv) -> list[tuple]:
         """One more agent's verified submission: publish it, wait until its page answers,
         then take it down again."""
-        from submissions.models import SubmissionStatus
-        from submissions.services import submission_publish, submission_withdraw
-
         agent = dataset.agents_create(n_agents=1, start=10**6)[0]
         sub = dataset.submissions_create(benchmark_version=bv, agents=[agent],
                                          status=SubmissionStatus.VERIFIED)[0]
