@@ -191,7 +191,7 @@ def _judge_spec(task_dir: Path, category: str | None):
     test_sh = (Path(task_dir) / "tests" / "test.sh").read_text(errors="replace")
     if category not in JUDGE_CATEGORIES and "XRAY_JUDGE_URL" not in test_sh:
         return None, None
-    script = Path(settings.BASE_DIR) / "tests" / "evaluation" / "judge_standin.py"
+    script = Path(settings.BASE_DIR) / "evaluation" / "judge_standin.py"
     if not script.is_file():
         return None, f"{script} is missing (the X-ray judge stand-in)"
     return runner.JudgeSpec(script=script), None

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 class JudgeSpec:
     """An LLM-judge stand-in reachable only from the verifier, over an internal network."""
 
-    script: Path  # host path of the stand-in server script (tests/evaluation/judge_standin.py)
+    script: Path  # host path of the stand-in server script (evaluation/judge_standin.py)
     # 0.0.0.0 inside the judge container, which sits on an internal network only.
     args: tuple[str, ...] = ("--host", "0.0.0.0", "--rule", "injected-errors")  # noqa: S104
     port: int = 8080

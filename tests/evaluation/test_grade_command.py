@@ -13,10 +13,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
 
-from judge_standin import JudgeStandIn  # noqa: E402
+from evaluation.judge_standin import JudgeStandIn  # noqa: E402
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 if not os.path.exists(PYTHON):

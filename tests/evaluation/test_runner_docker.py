@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.docker
 
-JUDGE_SCRIPT = Path(__file__).with_name("judge_standin.py")
+JUDGE_SCRIPT = Path(__file__).resolve().parents[2] / "evaluation" / "judge_standin.py"
 
 
 def _job():

@@ -1,4 +1,4 @@
-"""The X-ray LLM judge against the local stand-in server (tests/evaluation/judge_standin.py).
+"""The X-ray LLM judge against the local stand-in server (evaluation/judge_standin.py).
 
 Run: .venv/bin/python -m pytest tests/evaluation -q -p no:django
 """
@@ -14,11 +14,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-for entry in (str(REPO), str(HERE)):
-    if entry not in sys.path:
-        sys.path.insert(0, entry)
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-from judge_standin import JudgeStandIn  # noqa: E402
+from evaluation.judge_standin import JudgeStandIn  # noqa: E402
 
 from evaluation.graders import ChatJudge, GradingInputError, JudgeUnavailable, grade  # noqa: E402
 from evaluation.graders.judge import build_user_prompt, endpoint_url, parse_verdict  # noqa: E402
@@ -178,7 +177,7 @@ def test_malformed_answer_is_an_input_error_before_calling_the_judge(tmp_path):
 
 def test_standin_runs_as_a_script_with_the_rule(files, tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "judge_standin.py"), "--port", "0", "--rule", "injected-errors"],
+        [sys.executable, str(REPO / "evaluation" / "judge_standin.py"), "--port", "0", "--rule", "injected-errors"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -3,7 +3,7 @@
 This is the check CONTRIBUTING.md promises for a task pull request: structure, the task image
 builds with networking disabled, the oracle passes, the nop agent fails, no answer file and no
 network is reachable from the agent container. The X-ray package's verifier asks an LLM judge;
-validate_task serves it the scripted stand-in (tests/evaluation/judge_standin.py) on an internal
+validate_task serves it the scripted stand-in (evaluation/judge_standin.py) on an internal
 Docker network, so no endpoint or key is needed. Needs no database.
 """
 

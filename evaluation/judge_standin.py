@@ -1,5 +1,8 @@
 """A local stand-in for the X-ray LLM judge: an OpenAI-compatible /v1/chat/completions server.
 
+Served to the X-ray verifier by `validate_task`, the dev server (scripts/run-dev) and the tests;
+never imported by the site itself (the runner copies this file into a judge container).
+
 Standard library only (it also runs in task-validation containers with Debian's Python 3.11).
 
 In tests:
@@ -20,7 +23,7 @@ the candidate findings contain none of the injected error phrases, else one per 
 matching is case-insensitive on whitespace-normalised text), or HTTP 500 without a rule.
 
 As a script (task validation in Docker):
-    python tests/evaluation/judge_standin.py --port 8765 --rule injected-errors
+    python evaluation/judge_standin.py --port 8765 --rule injected-errors
 prints "listening on http://127.0.0.1:<port>" and serves until interrupted.
 """
 
