@@ -7,7 +7,7 @@ import tomllib
 import pytest
 from task_package_paths import PACKAGES, SYNTHETIC, TASKS_DIR, package_id
 
-from evaluation.management.commands.new_task import scaffold_package
+from evaluation.management.commands.new_task import render_test_sh, scaffold_package
 from evaluation.task_specs import (
     BASE_IMAGE,
     CATEGORIES,
@@ -27,6 +27,14 @@ def test_scripts_are_executable_and_packages_are_small(package):
     for rel in ("tests/test.sh", "solution/solve.sh"):
         assert os.access(package / rel, os.X_OK), rel
     assert load_task_package(package).size_bytes < 1024 * 1024
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=package_id)
+def test_verifier_script_is_the_template_for_its_category(package):
+    """Every tests/test.sh is new_task's one template rendered for its category (no drift: fix
+    the template in evaluation/management/commands/new_task.py and regenerate, never one copy)."""
+    category = load_task_package(package).manifest.metadata.category
+    assert (package / "tests" / "test.sh").read_text() == render_test_sh(category)
 
 
 def test_every_category_has_a_runnable_synthetic_package():
