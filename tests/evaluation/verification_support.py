@@ -312,5 +312,8 @@ def labelled_containers(prefix: str) -> list[str]:
     from evaluation import runner
 
     c = runner.client()
-    return [x.name for x in c.containers.list(all=True, filters={"label": ["app=healthagentbench"]})
-            if str(x.labels.get("job", "")).startswith(prefix)]
+    # sparse: no inspect per container, so one that vanishes meanwhile (another session's, on a
+    # shared engine) cannot turn into a 404 (as in runner.reap_job_prefix).
+    listed = c.containers.list(all=True, sparse=True, filters={"label": ["app=healthagentbench"]})
+    return [(x.attrs.get("Names") or [x.id])[0].lstrip("/") for x in listed
+            if str((x.attrs.get("Labels") or {}).get("job", "")).startswith(prefix)]
