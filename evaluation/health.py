@@ -19,6 +19,7 @@ from pathlib import Path
 from django.conf import settings
 
 from evaluation import runner
+from evaluation.task_specs import discover_task_packages
 
 def _disk_paths() -> list[Path]:
     paths = [Path(tempfile.gettempdir()), Path(settings.MEDIA_ROOT)]
@@ -79,8 +80,6 @@ def _image_checks(task_dirs: list[Path] | None) -> list[dict]:
                          base.id if not expected or base.id == expected
                          else f"{base.id} is not the expected {expected}"))
     if task_dirs is None:
-        from evaluation.task_specs import discover_task_packages
-
         task_dirs = discover_task_packages(Path(settings.BASE_DIR) / "tasks")
     missing = []
     for tdir in task_dirs:
