@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
+from submissions.harbor_intake import submittable_benchmark_versions
 from submissions.intake import SubmissionRejected, submission_receive
 from submissions.models import ApiToken, SubmissionStatus
 from submissions.pricing import price_table
@@ -95,8 +96,6 @@ def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
 def _submit_guide(request: HttpRequest) -> dict:
     """The Submit page's how-to: the chosen (or first) version this site re-grades, its tasks
     grouped by category with the output path to collect, and this site's URL."""
-    from submissions.harbor_intake import submittable_benchmark_versions
-
     versions = submittable_benchmark_versions()
     wanted = request.GET.get("benchmark", "")
     bv = next((v for v in versions if v.slug == wanted), versions[0] if versions else None)
