@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import wraps
 
 from django.conf import settings
@@ -23,7 +23,6 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.loader import render_to_string
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
-from django.utils import timezone
 from django.utils.http import http_date
 
 from leaderboard import selectors
@@ -37,14 +36,8 @@ _KEPT_HEADERS = ("Content-Disposition", "X-Content-Type-Options", "X-Data-Proven
 
 def version_state(bv: BenchmarkVersion) -> tuple[int, datetime]:
     """(aggregate version number, last modified) of a version fetched by benchmark_version_get."""
-    number, modified = getattr(bv, "av_number", None), getattr(bv, "av_updated_at", None)
-    if number is None:
-        return 0, bv.updated_at  # never bumped yet
-    if isinstance(modified, str):  # SQLite hands raw() annotations over as text
-        modified = datetime.fromisoformat(modified)
-    if timezone.is_naive(modified):
-        modified = timezone.make_aware(modified, UTC)
-    return number, modified
+    av = getattr(bv, "aggregate_version", None)  # joined by the lookup: no query
+    return (av.number, av.updated_at) if av is not None else (0, bv.updated_at)
 
 
 def cache_key(bv: BenchmarkVersion, request: HttpRequest) -> str:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from django.db.models import F, Prefetch, Q, QuerySet
 from django.db.models.functions import Lower
+from django.utils import timezone
 
 from evaluation.models import BenchmarkTask, BenchmarkVersion, Category
 from leaderboard.filters import EntryFilters, EntryFilterSet
@@ -32,7 +34,7 @@ def benchmark_version_list() -> list[BenchmarkVersion]:
 
 def benchmark_version_get(*, slug: str | None) -> BenchmarkVersion:
     """``name@version``, or the default version when slug is empty, with its aggregate version
-    (``av_number``, ``av_updated_at``: the cache key of every page). One query."""
+    (``bv.aggregate_version``, the cache key of every page, None if never bumped). One query."""
     # Raw SQL: every request makes this lookup, cache hits included, and building the ORM
     # query (select_related of a reverse one-to-one) cost more than running it.
     bv_table = BenchmarkVersion._meta.db_table
@@ -44,13 +46,29 @@ def benchmark_version_get(*, slug: str | None) -> BenchmarkVersion:
             sql + "ORDER BY bv.is_default DESC, bv.name, bv.version LIMIT 1"))
         if not found:
             raise UnknownBenchmark("no benchmark version is registered yet")
-        return found[0]
+        return _with_aggregate_version(found[0])
     name, sep, version = slug.partition("@")
     found = list(BenchmarkVersion.objects.raw(sql + "WHERE bv.name = %s AND bv.version = %s",
                                               [name, version])) if sep else []
     if not found:
         raise UnknownBenchmark(f"unknown benchmark version {slug!r} (expected name@version)")
-    return found[0]
+    return _with_aggregate_version(found[0])
+
+
+def _with_aggregate_version(bv: BenchmarkVersion) -> BenchmarkVersion:
+    """Fill bv.aggregate_version from the joined columns, as select_related would (templates
+    and the cache layer read it without a query)."""
+    av = None
+    if bv.av_number is not None:
+        updated = bv.av_updated_at
+        if isinstance(updated, str):  # SQLite hands raw() extra columns over as text
+            updated = datetime.fromisoformat(updated)
+        if timezone.is_naive(updated):
+            updated = timezone.make_aware(updated, UTC)
+        av = AggregateVersion(benchmark_version_id=bv.pk, number=bv.av_number,
+                              updated_at=updated)
+    BenchmarkVersion.aggregate_version.related.set_cached_value(bv, av)
+    return bv
 
 
 def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters) -> QuerySet:
