@@ -1,0 +1,202 @@
+"""Every command README.md, CONTRIBUTING.md and the contribute page show works as typed.
+
+The commands are extracted from the documents (fenced ``sh``/``bash`` blocks, the contribute
+page's <pre> blocks, inline ``.venv/bin/python manage.py ...``), then run in order in a fresh
+``git clone`` of this repository, with a bare environment (no DEBUG, no DATABASE_URL: what a
+newcomer has). The clone reuses this checkout's .venv through a symlink. Commands that need
+Docker or a remote site are listed as such and skipped; a command in neither list fails the
+test, so a new command in the documents is either run here or consciously skipped.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = ("README.md", "CONTRIBUTING.md", "templates/leaderboard/contribute.html")
+
+# Run in the clone (after placeholder substitution).
+RUNNABLE = [
+    r"^make run$",
+    r"^\.venv/bin/python manage\.py (new_task|sync_tasks|issue_token|load_demo)\b",
+    r"^\.venv/bin/python -m pytest tests/tasks -q -p no:django -m \"not docker\"$",
+]
+# Not run: they need Docker, a network, a remote site, or they are this test's own setup.
+SKIPPED = {
+    r"^git clone ": "the test clones the repository itself",
+    r"^cd healthagentbench$": "the test runs in the clone",
+    r"^make (test|images)\b": "Docker (builds the images)",
+    r"^make images && ": "Docker (builds the images)",
+    r"^eval \"\$\(scripts/harbor-venv --env\)\"$": "installs Harbor from PyPI (network)",
+    r"^harbor run ": "Docker",
+    r"^for dir in ": "Docker (harbor run)",
+    r"^\.venv/bin/python manage\.py (validate_task|grade|bench_\w+|run_worker)\b": "Docker or a broker",
+    r"^\.venv/bin/python -m submissions\.client --url https://leaderboard\.example\.org": "a remote site",
+    r"^docker compose ": "Docker",
+    r"^cp \.env\.example \.env$": "compose set-up (make run writes .env itself)",
+    r"^\.venv/bin/python manage\.py \.\.\.$": "prose: any management command",
+}
+PLACEHOLDERS = {"<username>": "newcomer"}
+
+
+def _fenced_blocks(text: str) -> list[str]:
+    return re.findall(r"```(?:sh|bash)\n(.*?)```", text, flags=re.S)
+
+
+def _pre_blocks(text: str) -> list[str]:
+    blocks = re.findall(r"<pre data-testid=\"contribute-[a-z]+\">(.*?)</pre>", text, flags=re.S)
+    return [html.unescape(re.sub(r"\{\{[^}]*\}\}", "<repository URL>", b)) for b in blocks]
+
+
+def _commands(block: str) -> list[str]:
+    """Logical command lines: continuations joined, comments and blank lines dropped."""
+    out, current = [], ""
+    for raw in block.splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        current = f"{current} {line}" if current else line
+        if current.endswith("\\"):
+            current = current[:-1].rstrip()
+            continue
+        command = re.sub(r"\s+#\s.*$", "", current).strip()  # trailing "# comment"
+        out.append(command)
+        current = ""
+    return out
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    found = []
+    for doc in DOCS:
+        text = (REPO / doc).read_text(encoding="utf-8")
+        blocks = _pre_blocks(text) if doc.endswith(".html") else _fenced_blocks(text)
+        for block in blocks:
+            if block.lstrip().startswith(("make images && ", "for ")):
+                found.append((doc, block.strip().splitlines()[0]))
+                continue
+            found += [(doc, c) for c in _commands(block)]
+        if doc == "README.md":
+            found += [(doc, c) for c in re.findall(r"`(\.venv/bin/python manage\.py [^`]+)`", text)]
+    return found
+
+
+def _classify(command: str) -> str | None:
+    if any(re.search(p, command) for p in RUNNABLE):
+        return "run"
+    for pattern, reason in SKIPPED.items():
+        if re.search(pattern, command):
+            return reason
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bare_env(clone: Path) -> dict[str, str]:
+    keep = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    return keep
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("fresh") / "healthagentbench"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True)
+    (root / ".venv").symlink_to(REPO / ".venv")
+    # The Makefile reinstalls when pyproject/uv.lock/bootstrap are newer than the venv's stamp;
+    # a fresh clone's files are new, so date them back: the shared venv is already installed.
+    for rel in ("pyproject.toml", "uv.lock", "scripts/bootstrap"):
+        os.utime(root / rel, (1, 1))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_every_documented_command_is_run_or_consciously_skipped():
+    commands = documented_commands()
+    assert any(c == "make run" for _d, c in commands)
+    unknown = [f"{doc}: {c}" for doc, c in commands if _classify(c) is None]
+    assert not unknown, "classify these documented commands:\n" + "\n".join(unknown)
+
+
+def _make_run(clone: Path, env: dict) -> str:
+    """`make run` until the site answers, then Ctrl-C (SIGINT to its process group)."""
+    port = _free_port()
+    log = (clone / "make-run.log").open("w+")
+    proc = subprocess.Popen(["make", "run", f"PORT={port}"], cwd=clone, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (clone / "make-run.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("make run did not answer: " + (clone / "make-run.log").read_text()[-3000:])
+        with urllib.request.urlopen(base + "/?benchmark=healthagentbench-synthetic@1.0") as r:
+            page = r.read().decode()
+        assert "be the first" in page  # registered at start-up, empty leaderboard says how
+        with urllib.request.urlopen(base + "/submit/") as r:
+            assert "harbor run -p" in r.read().decode()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    return (clone / "make-run.log").read_text()
+
+
+def test_the_documents_commands_work_as_typed_in_a_fresh_clone(clone):
+    """Each distinct runnable command once, in document order (README, CONTRIBUTING, the
+    contribute page): a later document repeating a command that already ran is not rerun."""
+    env = _bare_env(clone)
+    done: set[str] = set()
+    for doc, command in documented_commands():
+        if _classify(command) != "run":
+            continue
+        for placeholder, value in PLACEHOLDERS.items():
+            command = command.replace(placeholder, value)
+        if command in done:
+            continue
+        done.add(command)
+        started = time.monotonic()
+        print(f"$ {command}", flush=True)
+        if command == "make run":
+            output = _make_run(clone, env)
+            assert "ImproperlyConfigured" not in output, output[-3000:]
+            assert (clone / ".env").is_file()
+            continue
+        proc = subprocess.run(command, shell=True, cwd=clone, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, (f"{doc}: `{command}` failed:\n{proc.stdout[-3000:]}\n"
+                                      f"{proc.stderr[-3000:]}")
+        assert "Traceback" not in proc.stderr, f"{doc}: `{command}`:\n{proc.stderr[-3000:]}"
+        print(f"  {time.monotonic() - started:.1f} s", flush=True)
+        if "new_task" in command:
+            # CONTRIBUTING's step 2, by hand: write the text the scaffold leaves as TODO.
+            package = clone / "tasks" / command.split()[3] / command.split()[4]
+            for rel in ("instruction.md", "README.md"):
+                path = package / rel
+                path.write_text(path.read_text().replace("TODO", "Written by the contributor"))
+    assert {"make run", ".venv/bin/python manage.py issue_token newcomer"} <= done, done
+    assert any("sync_tasks --new-version" in c for c in done), done
