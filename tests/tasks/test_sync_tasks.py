@@ -147,3 +147,27 @@ def test_a_version_is_registered_whole_or_not_at_all(tmp_path):
     report = benchmark_tasks_sync(tasks_dir=tasks)
     assert report.version(SLUG).missing == ["ehr-event-modeling/synthetic_01"]
     assert not BenchmarkVersion.objects.filter(name="healthagentbench-synthetic").exists()
+
+
+def test_a_private_task_source_defines_its_own_version_kept_apart(tmp_path, settings):
+    """TASK_SOURCES: a second directory (e.g. licensed tasks on evaluation machines) with its own
+    manifest registers its own benchmark version; the two never share tasks or categories."""
+    from evaluation.task_specs import write_benchmark_manifest
+
+    private = tmp_path / "private"
+    src = TASKS_DIR / "clinical-trial-matching" / "synthetic_01"
+    shutil.copytree(src, private / "clinical-trial-matching" / "synthetic_01")
+    write_benchmark_manifest(private, name="private-bench", version="1.0",
+                             tasks={"clinical-trial-matching/synthetic_01": package_digest(src)},
+                             title="Private", attempts_per_task=5)
+    settings.TASK_SOURCES = [TASKS_DIR, private]
+    out = io.StringIO()
+    call_command("sync_tasks", stdout=out)
+    assert "benchmark version private-bench@1.0" in out.getvalue()
+    private_bv = BenchmarkVersion.objects.get(name="private-bench", version="1.0")
+    assert private_bv.attempts_per_task == 5
+    assert _task_names("private-bench@1.0") == ["clinical-trial-matching/synthetic_01"]
+    assert len(_task_names(SLUG)) == 7
+    task = BenchmarkTask.objects.get(benchmark_version=private_bv)
+    assert task.package_path == str((private / "clinical-trial-matching" / "synthetic_01").resolve())
+    assert task.category.benchmark_version == private_bv
