@@ -55,6 +55,46 @@ def site_agent_for(harness_slug: str) -> SiteAgent | None:
     return None
 
 
+def _run_oracle(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:
+    return runner.run_agent(task_dir, command="bash /solution/solve.sh",
+                            copy_in={"/solution": task_dir / "solution"}, **run)
+
+
+def _run_nop(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:
+    return runner.run_agent(task_dir, command=None, **run)
+
+
+def _run_replay(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:
+    plan = replay_mod.plan_from_trajectory(trajectory or {})
+    files = replay_mod.render_replay(plan)
+    replay_dir = tmp / "replay"
+    replay_dir.mkdir()
+    for name, data in files.items():
+        (replay_dir / name).write_bytes(data)
+    return runner.run_agent(task_dir, command="bash /replay/run.sh",
+                            copy_in={"/replay": replay_dir}, **run)
+
+
+def _run_command(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:
+    agent_dir = tmp / "agent"
+    agent_dir.mkdir()
+    (agent_dir / "instruction.md").write_bytes((task_dir / "instruction.md").read_bytes())
+    (agent_dir / "install.sh").write_text("#!/bin/bash\nset -e\n" + agent.install + "\n")
+    run_cmd = agent.run.replace("{instruction_file}", "/agent/instruction.md").replace(
+        "{workdir}", "/workspace"
+    )
+    (agent_dir / "run.sh").write_text("#!/bin/bash\n" + run_cmd + "\n")
+    secrets = settings.VERIFICATION_AGENT_SECRETS or {}
+    env = {k: str(secrets[k]) for k in agent.env_keys if k in secrets}
+    return runner.run_agent(task_dir, command="bash /agent/install.sh && bash /agent/run.sh",
+                            copy_in={"/agent": agent_dir}, env=env, **run)
+
+
+# One registry of site agent kinds: a new kind is one function and one entry here.
+AGENT_RUNNERS = {"oracle": _run_oracle, "nop": _run_nop, "replay": _run_replay,
+                 "command": _run_command}
+
+
 def run_site_agent(
     agent: SiteAgent,
     task_dir: Path,
@@ -65,44 +105,11 @@ def run_site_agent(
     trajectory: dict | None = None,
 ) -> runner.AgentRun:
     """Run one agent on one task in a fresh container; declared outputs land under out_dir."""
+    run_kind = AGENT_RUNNERS.get(agent.kind)
+    if run_kind is None:
+        raise ValueError(f"unknown agent kind {agent.kind!r}")
     task_dir = Path(task_dir)
     image, _built = runner.build_task_image(task_dir)  # cached by content digest
     with tempfile.TemporaryDirectory(prefix="hab-agent-") as tmp:
-        tmp = Path(tmp)
-        if agent.kind == "oracle":
-            return runner.run_agent(
-                task_dir, job_id=job_id, attempt=attempt, out_dir=out_dir, image=image,
-                command="bash /solution/solve.sh", copy_in={"/solution": task_dir / "solution"},
-            )
-        if agent.kind == "nop":
-            return runner.run_agent(
-                task_dir, job_id=job_id, attempt=attempt, out_dir=out_dir, image=image, command=None
-            )
-        if agent.kind == "replay":
-            plan = replay_mod.plan_from_trajectory(trajectory or {})
-            files = replay_mod.render_replay(plan)
-            replay_dir = tmp / "replay"
-            replay_dir.mkdir()
-            for name, data in files.items():
-                (replay_dir / name).write_bytes(data)
-            return runner.run_agent(
-                task_dir, job_id=job_id, attempt=attempt, out_dir=out_dir, image=image,
-                command="bash /replay/run.sh", copy_in={"/replay": replay_dir},
-            )
-        if agent.kind == "command":
-            agent_dir = tmp / "agent"
-            agent_dir.mkdir()
-            (agent_dir / "instruction.md").write_bytes((task_dir / "instruction.md").read_bytes())
-            (agent_dir / "install.sh").write_text("#!/bin/bash\nset -e\n" + agent.install + "\n")
-            run_cmd = agent.run.replace("{instruction_file}", "/agent/instruction.md").replace(
-                "{workdir}", "/workspace"
-            )
-            (agent_dir / "run.sh").write_text("#!/bin/bash\n" + run_cmd + "\n")
-            secrets = settings.VERIFICATION_AGENT_SECRETS or {}
-            env = {k: str(secrets[k]) for k in agent.env_keys if k in secrets}
-            return runner.run_agent(
-                task_dir, job_id=job_id, attempt=attempt, out_dir=out_dir, image=image,
-                command="bash /agent/install.sh && bash /agent/run.sh",
-                copy_in={"/agent": agent_dir}, env=env,
-            )
-    raise ValueError(f"unknown agent kind {agent.kind!r}")
+        return run_kind(agent, task_dir, Path(tmp), trajectory, job_id=job_id, attempt=attempt,
+                        out_dir=out_dir, image=image)
