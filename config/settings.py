@@ -228,6 +228,10 @@ TASK_SOURCES = [Path(p) for p in env.list("TASK_SOURCES", default=[str(TASKS_DIR
 # Public git URL of this repository (shown on the contribute and submit pages: clone it to get
 # the public task packages and the tools).
 REPOSITORY_URL = env.str("REPOSITORY_URL", default="")
+# The commit /registry.json pins the public task packages to (Harbor's registry format: with
+# REPOSITORY_URL, `harbor run -d <name>@<version> --registry-url <site>/registry.json` fetches
+# them at that commit; without, the paths are relative to a clone of the repository).
+REGISTRY_GIT_COMMIT = env.str("REGISTRY_GIT_COMMIT", default="")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "account"

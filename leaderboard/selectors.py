@@ -32,6 +32,16 @@ def benchmark_version_list() -> list[BenchmarkVersion]:
     return list(BenchmarkVersion.objects.order_by("-is_default", "name", "version"))
 
 
+def public_registry_versions() -> list[BenchmarkVersion]:
+    """Versions whose every task is a package inside the repository (relative package_path).
+    Two queries."""
+    versions = BenchmarkVersion.objects.filter(is_reconstructed=False).prefetch_related(
+        Prefetch("tasks", queryset=BenchmarkTask.objects.order_by("position", "name")))
+    return [bv for bv in versions.order_by("name", "version")
+            if bv.tasks.all() and all(t.package_path and not t.package_path.startswith("/")
+                                      for t in bv.tasks.all())]
+
+
 def benchmark_version_get(*, slug: str | None) -> BenchmarkVersion:
     """``name@version``, or the default version when slug is empty, with its aggregate version
     (``bv.aggregate_version``, the cache key of every page, None if never bumped). One query."""

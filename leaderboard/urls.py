@@ -15,5 +15,6 @@ urlpatterns = [
     path("methods/", views.show_methods, name="methods"),
     path("contribute/", views.show_contribute, name="contribute"),
     path("healthz", views.healthz, name="healthz"),
+    path("registry.json", views.show_registry, name="registry"),
     path("<slug:table>.csv", views.download_csv, name="csv"),
 ]

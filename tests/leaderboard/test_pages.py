@@ -125,3 +125,35 @@ def test_a_synced_benchmark_is_in_the_menu_and_its_empty_page_says_how_to_be_fir
     filtered = client.get("/?benchmark=healthagentbench-synthetic@1.0&harness=codex")
     assert "No published results for this benchmark version and filters." in (
         filtered.content.decode())
+
+
+def test_registry_json_is_harbors_registry_format_for_public_versions(client, db, settings,
+                                                                      tmp_path):
+    """Validated by the real Harbor's own model (the pinned .venv-harbor, scripts/harbor-venv)."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from evaluation.services import benchmark_tasks_sync
+
+    assert benchmark_tasks_sync(tasks_dir=settings.TASKS_DIR).ok
+    settings.REPOSITORY_URL = "https://example.org/healthagentbench.git"
+    settings.REGISTRY_GIT_COMMIT = "0" * 40
+    doc = client.get("/registry.json").json()
+    assert [(d["name"], d["version"]) for d in doc] == [("healthagentbench-synthetic", "1.0")]
+    task = doc[0]["tasks"][0]
+    assert task["path"].startswith("tasks/") and task["git_commit_id"] == "0" * 40
+    assert len(doc[0]["tasks"]) == 7
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps(doc))
+    harbor_python = Path(settings.BASE_DIR) / ".venv-harbor" / "bin" / "python"
+    subprocess.run([str(Path(settings.BASE_DIR) / "scripts" / "harbor-venv")], check=True,
+                   capture_output=True)
+    proc = subprocess.run(
+        [str(harbor_python), "-c",
+         "import sys; from pathlib import Path; from harbor.models.registry import Registry;"
+         "r = Registry.from_path(Path(sys.argv[1]));"
+         "print(r.datasets[0].name, len(r.datasets[0].tasks),"
+         " type(r.datasets[0].tasks[0].to_source_task_id()).__name__)", str(registry)],
+        capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["healthagentbench-synthetic", "7", "GitTaskId"]
