@@ -319,6 +319,9 @@ VERIFICATION_RUN_PREFIX = env.str("VERIFICATION_RUN_PREFIX", default="v")
 # (temporary files, media, the engine's data root), a reachable engine with a patched runc, the
 # base image (with this id when set, e.g. sha256:...) and every task image under its digest tag.
 VERIFICATION_MIN_FREE_DISK_MB = env.int("VERIFICATION_MIN_FREE_DISK_MB", default=2048)
+# OCI runtime of containers that run submitter-written commands (replays, command agents):
+# auto = gVisor's runsc when the engine lists it and it passes a compatibility probe.
+VERIFICATION_SANDBOX_RUNTIME = env.str("VERIFICATION_SANDBOX_RUNTIME", default="auto")
 VERIFICATION_EXPECTED_BASE_IMAGE_ID = env.str("VERIFICATION_EXPECTED_BASE_IMAGE_ID", default="")
 # Periodic jobs, declared in one place (R20). Every 60 s: https://crontab.guru/#*_*_*_*_*
 CELERY_BEAT_SCHEDULE = {

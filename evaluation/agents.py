@@ -71,8 +71,10 @@ def _run_replay(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) 
     replay_dir.mkdir()
     for name, data in files.items():
         (replay_dir / name).write_bytes(data)
+    # Submitter-written commands: gVisor when the engine has a working runsc.
     return runner.run_agent(task_dir, command="bash /replay/run.sh",
-                            copy_in={"/replay": replay_dir}, **run)
+                            copy_in={"/replay": replay_dir}, runtime=runner.sandbox_runtime(),
+                            **run)
 
 
 def _run_command(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:
@@ -87,7 +89,8 @@ def _run_command(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run)
     secrets = settings.VERIFICATION_AGENT_SECRETS or {}
     env = {k: str(secrets[k]) for k in agent.env_keys if k in secrets}
     return runner.run_agent(task_dir, command="bash /agent/install.sh && bash /agent/run.sh",
-                            copy_in={"/agent": agent_dir}, env=env, **run)
+                            copy_in={"/agent": agent_dir}, env=env,
+                            runtime=runner.sandbox_runtime(), **run)
 
 
 # One registry of site agent kinds: a new kind is one function and one entry here.

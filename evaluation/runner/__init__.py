@@ -37,6 +37,7 @@ Modules (import the package, `from evaluation import runner`, and use the names 
   container  ContainerRun
   phases     run_agent, run_verifier, the judge stand-in
   reaper     reap_stale, reap_job_prefix
+  sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
   cli        `python -m evaluation.runner build-task-images [task_dir ...] | status | reap`
              (scripts/build-images runs it after building the base image)
 Only the Docker SDK's public API is used (containers, images, volumes, networks, and the low-level
@@ -55,6 +56,7 @@ from evaluation.runner.engine import (
     ImageBuildError,
     InfrastructureError,
     OutputTooLargeError,
+    RootUserRefused,
     UnsafeArchiveError,
     client,
     engine_status,
@@ -95,9 +97,16 @@ from evaluation.runner.results import (
     TRUNCATION_MARKER,
     ExecResult,
 )
+from evaluation.runner.sandbox import (
+    GVISOR_RUNTIME,
+    engine_runtimes,
+    runtime_probe,
+    sandbox_runtime,
+)
 from evaluation.runner.transfer import safe_extract, tar_from_dir, tar_from_files
 
 __all__ = [
+    "GVISOR_RUNTIME", "RootUserRefused", "engine_runtimes", "runtime_probe", "sandbox_runtime",
     "AGENT_UID", "APP_LABEL", "DEFAULT_LOG_CAP_BYTES", "DEFAULT_OUTPUT_CAP_BYTES",
     "DEFAULT_PIDS_LIMIT", "LABEL_APP", "LABEL_ATTEMPT", "LABEL_EXPIRES", "LABEL_JOB",
     "LABEL_PURPOSE", "LOGS_TMPFS_MB", "MAX_TMPFS_MB", "POLL_S", "REASON_OOM", "REASON_PIDS",

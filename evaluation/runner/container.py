@@ -17,6 +17,7 @@ from evaluation.runner.engine import (
     LABEL_PURPOSE,
     InfrastructureError,
     OutputTooLargeError,
+    RootUserRefused,
     UnsafeArchiveError,
     _docker,
     _infra,
@@ -66,7 +67,13 @@ class ContainerRun:
         network: str | None = None,
         read_only: bool = True,
         command: list[str] | None = None,
+        runtime: str | None = None,
     ):
+        from evaluation.task_specs import is_root_user
+
+        if is_root_user(user):
+            raise RootUserRefused(f"refusing to run {purpose} as root ({user!r})")
+        self.runtime = runtime
         self.image = image
         self.purpose = _safe_name(purpose)
         self.job_id = _safe_name(job_id)
@@ -74,7 +81,9 @@ class ContainerRun:
         self.limits = limits or Limits()
         self.user = user
         # HOME on the container's private tmpfs (the root filesystem is read-only).
-        self.env = {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}  # noqa: S108
+        # TZ and PYTHONHASHSEED pinned: grading is deterministic (R13).
+        self.env = {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "TZ": "UTC",  # noqa: S108
+                    "PYTHONHASHSEED": "0", **(env or {})}
         if volumes is None:
             volumes = {"/workspace": self.limits.storage_mb}
         self.volumes = volumes
@@ -164,6 +173,7 @@ class ContainerRun:
                 ipc_mode="private",
                 init=False,
                 stop_signal="SIGKILL",
+                **({"runtime": self.runtime} if self.runtime else {}),
                 **net_kwargs,
             )
             self.container.start()

@@ -35,6 +35,10 @@ class ImageBuildError(Exception):
         self.log_tail = log_tail
 
 
+class RootUserRefused(Exception):
+    """A task (or a caller) asked to run a container as root: never done (S3)."""
+
+
 class UnsafeArchiveError(Exception):
     """An archive copied out of a container holds a link, device, absolute path or `..`."""
 

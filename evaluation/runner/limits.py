@@ -54,7 +54,12 @@ class Limits:
 
 def task_user(task_dir: Path, phase: str = "agent") -> str:
     """The user a phase runs as: `[<phase>].user` from task.toml, else the base image's `agent`."""
+    from evaluation.runner.engine import RootUserRefused
+
     user = (load_task_toml(task_dir).get(phase) or {}).get("user")
+    if task_specs.is_root_user(user):
+        raise RootUserRefused(f"{task_dir}: task.toml [{phase}] user = {user!r} is root; "
+                              "the runner never runs a task as root")
     return str(user) if user not in (None, "") else str(AGENT_UID)
 
 

@@ -96,6 +96,7 @@ def run_agent(
     outputs: list[str] | None = None,
     purpose: str = "agent",
     env: dict[str, str] | None = None,
+    runtime: str | None = None,
 ) -> AgentRun:
     """Run `command` (None: the nop agent) in a fresh task container; copy out declared outputs.
 
@@ -122,6 +123,7 @@ def run_agent(
         user=task_user(task_dir, "agent"),
         volumes=volumes,
         env=env,
+        runtime=runtime,
     ) as run:
         for cpath, host in copy_in.items():
             run.put_dir(Path(host), cpath, uid=AGENT_UID)

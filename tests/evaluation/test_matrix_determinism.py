@@ -48,8 +48,9 @@ def test_r13_same_output_graded_twice_and_in_parallel_gives_identical_results(tm
     """R13: one output graded alone twice, then again while four other tasks are graded in
     parallel (five verifier containers at once): reward, the grader's full reward document and
     its log are identical each time, and so is the image digest. The test fails on any
-    difference. Pinned: image digests (task_image_tag) and the graders' inputs (no grader draws
-    random numbers: baselines are stored in the answer files)."""
+    difference. Pinned: image digests (task_image_tag), the graders' inputs (no grader draws
+    random numbers: baselines are stored in the answer files), and TZ=UTC and
+    PYTHONHASHSEED=0 in every container the runner starts (asserted below)."""
     outputs = vs.oracle_outputs(tmp_path_factory.mktemp("oracle"), only=[TARGET, *OTHERS])
     target = _perturbed(outputs[TARGET], tmp_path_factory.mktemp("r13") / "target")
     first = _grade(TARGET, target)
@@ -63,5 +64,13 @@ def test_r13_same_output_graded_twice_and_in_parallel_gives_identical_results(tm
     assert second == first
     assert third == first
     assert all(r["reward"] == 1.0 for r in other_results), [r["rewards"] for r in other_results]
+    from django.conf import settings
+
+    from evaluation import runner
+
+    with runner.ContainerRun(settings.TASK_BASE_IMAGE, purpose="test",
+                             job_id=f"r13{uuid.uuid4().hex[:6]}") as run:
+        env = run.exec("echo $TZ $PYTHONHASHSEED; date +%Z").text.split()
+    assert env == ["UTC", "0", "UTC"], env
     print(f"\nR13: {TARGET} graded 3 times (once beside 4 parallel jobs): "
           f"identical {json.dumps(first['rewards'], sort_keys=True)}")
