@@ -75,7 +75,7 @@ def test_graded_attempt_prints_one_json_object_and_exits_0(event_files):
         ('{"predictions": {"p1": 0.5,', "invalid JSON at line 1 column"),
         ('{"predictions": {"p1": NaN}}', "NaN is not allowed"),
         ('{"predictions": [1, 2]}', '"predictions" must be a JSON object'),
-        ('{"predictions": {"p1": 1, "zz": 0.3}}', 'unknown patient id(s): "zz"'),
+        ('{"predictions": {"p1": "high"}}', "the score of patient"),
         ('{"scores": {}}', 'missing the key "predictions"'),
     ],
 )
@@ -86,6 +86,16 @@ def test_malformed_submission_exits_2_naming_the_problem(event_files, content, p
     assert proc.returncode == 2, proc.stderr
     assert problem in proc.stderr and str(submission) in proc.stderr
     assert proc.stdout == ""
+
+
+def test_scores_of_extra_patients_are_graded_not_rejected(event_files):
+    """Grader review (issue 8): a score for a patient outside the answer is ignored, not an error."""
+    answer, submission = event_files
+    write(submission, {"predictions": {"p1": 0.8, "p2": 0.5, "p3": 0.5, "p4": 0.2, "p5": 0.1,
+                                       "zz": 0.3}})
+    proc = manage_grade("ehr-event-modeling", "--answer", answer, "--submission", submission)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["metrics"]["auroc"] == pytest.approx(11 / 12)
 
 
 def test_oversized_submission_exits_2(event_files):

@@ -19,6 +19,9 @@ PAYLOADS = [
     "'-alert(5)-'<svg onload=alert(6)>",
 ]
 HOSTILE = " ".join(PAYLOADS)
+# Harness and model names hold at most 120 characters: a tag, a script break-out and an SVG
+# handler, whole (the agent and organisation names carry every payload).
+SHORT_HOSTILE = " ".join(PAYLOADS[i] for i in (0, 2, 4))
 
 
 @pytest.fixture
@@ -46,8 +49,8 @@ def hostile_site(live_server, transactional_db, small_benchmark, settings, tmp_p
     agent = AgentFactory(
         slug="xss-agent", display_name="A " + HOSTILE, organisation=HOSTILE,
         url="javascript:alert(7)",
-        harness=HarnessFactory(slug="xss-h", display_name="H " + HOSTILE, family="xss-h"),
-        model=AIModelFactory(slug="xss-m", display_name="M " + HOSTILE, provider=HOSTILE[:60]))
+        harness=HarnessFactory(slug="xss-h", display_name="H " + SHORT_HOSTILE, family="xss-h"),
+        model=AIModelFactory(slug="xss-m", display_name="M " + SHORT_HOSTILE, provider=HOSTILE[:60]))
     published_submission(agent, tasks, ["PPP", "FFF", "PPF", "FFF", "PPP"], owner=owner)
     leaderboard_recompute(benchmark_version=bv)
     queued = SubmissionFactory(owner=owner, agent=agent, benchmark_version=bv,
@@ -64,7 +67,8 @@ def hostile_site(live_server, transactional_db, small_benchmark, settings, tmp_p
     default_storage.save("submissions/xss/tree/job/t1/agent/trajectory.json",
                          ContentFile(json.dumps(trajectory).encode()))
     trial = Trial.objects.create(submission=queued, benchmark_task=tasks[0], attempt=1,
-                                 outcome="passed", success=True, reward=1.0, trial_dir="job/t1",
+                                 outcome="passed", success=True, claimed_outcome="passed",
+                                 claimed_success=True, reward=1.0, trial_dir="job/t1",
                                  trajectory_path="job/t1/agent/trajectory.json")
     c = Client()
     c.force_login(owner)
