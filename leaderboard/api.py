@@ -85,6 +85,14 @@ class LeaderboardListApi(_TableApi):
             help_text="trials the submission reports as infrastructure errors")
         infra_errors_confirmed = serializers.IntegerField(
             help_text="of those, confirmed by the site (only these leave the denominator)")
+        verification_level = serializers.CharField(
+            help_text="verified | checked | discrepancy | unverified | reconstructed (/methods/)")
+        regraded_trials = serializers.IntegerField(allow_null=True)
+        replayed_trials = serializers.IntegerField(allow_null=True)
+        rerun_trials = serializers.IntegerField(allow_null=True)
+        counted_trials = serializers.IntegerField(allow_null=True)
+        passes_not_replayed_or_rerun = serializers.IntegerField(allow_null=True)
+        badge = serializers.CharField()
 
     @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
     def get(self, request: Request) -> HttpResponse:
@@ -167,7 +175,8 @@ class TrialListApi(APIView):
         claimed_reward = serializers.FloatField(allow_null=True)
         verified_reward = serializers.FloatField(allow_null=True,
                                                  help_text="the site's re-grade (null: not re-graded)")
-        verification_level = serializers.CharField()
+        verification_level = serializers.CharField(
+            help_text="claimed | re-graded | re-run | replayed | reconstructed (/methods/)")
         flags = serializers.CharField(help_text="integrity flags, ';'-separated")
         submission = serializers.IntegerField()
 

@@ -79,8 +79,7 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
         "t.output_tokens", _provenance("s.is_reconstructed", "s.is_verified"),
         _text("t.claimed_outcome"), _bool("t.claimed_success"), _float("t.reward"),
         _float("t.verified_reward"),
-        "CASE WHEN s.is_reconstructed THEN 'reconstructed' WHEN t.verified_reward IS NOT NULL "
-        "THEN 're-graded' ELSE 'claimed' END",
+        "CASE WHEN s.is_reconstructed THEN 'reconstructed' ELSE t.verification_level END",
         _text(_flags_text("t.flags")), "t.submission_id",
     ])
     n = _tables()

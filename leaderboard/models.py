@@ -53,6 +53,11 @@ class LeaderboardEntry(BaseModel):
     mean_duration_s = models.FloatField(null=True)
     mean_output_tokens = models.FloatField(null=True)
     verified = models.BooleanField(default=False)
+    # What the site checked (submissions.models.coverage_badge): verified / checked /
+    # discrepancy / unverified / reconstructed, the counts behind it, and the badge text.
+    verification_level = models.CharField(max_length=20, default="unverified")
+    verification = models.JSONField(default=dict, blank=True)  # Submission.coverage
+    badge = models.CharField(max_length=300, blank=True)
     reconstructed = models.BooleanField(default=False)
     submitted_on = models.DateField(null=True)
     # Per-task success rate over scored attempts ({task pk: rate}): the vector the paired tie

@@ -323,7 +323,7 @@ def trial_rows(
             "benchmark_task__category__slug", "attempt", "outcome", "success", "cost_usd",
             "duration_s", "output_tokens", "submission__is_reconstructed",
             "submission__is_verified", "claimed_outcome", "claimed_success", "reward",
-            "verified_reward", "flags", "submission_id",
+            "verified_reward", "flags", "submission_id", "verification_level",
         )
         .iterator(chunk_size=2000)
     )

@@ -21,7 +21,7 @@ from leaderboard.models import (
     LeaderboardEntry,
     TaskCell,
 )
-from submissions.models import OUTCOME_CODES, Outcome, Submission, Trial
+from submissions.models import OUTCOME_CODES, Outcome, Submission, Trial, coverage_badge
 
 
 def aggregate_version_bump(*, benchmark_version_ids: list[int]) -> None:
@@ -326,6 +326,11 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
         "mean_duration_s": r.duration_sum / r.duration_n if r.duration_n else None,
         "mean_output_tokens": r.output_sum / r.output_n if r.output_n else None,
         "verified": r.submission.is_verified,
+        "verification_level": ("reconstructed" if r.submission.is_reconstructed
+                               else (r.submission.coverage or {}).get("verdict", "unverified")),
+        "verification": r.submission.coverage or {},
+        "badge": coverage_badge(r.submission.coverage,
+                                reconstructed=r.submission.is_reconstructed),
         "reconstructed": r.submission.is_reconstructed,
         "submitted_on": r.submission.submitted_on,
     }

@@ -43,6 +43,14 @@ def _r(v: float | None, nd: int = 6) -> float | None:
     return round(v, nd) if v is not None else None
 
 
+def _checked(cov: dict) -> tuple:
+    """(re-graded, replayed, re-run, counted, uncovered passes); None where never checked."""
+    if not cov:
+        return (None,) * 5
+    return (cov["regraded"], cov["replayed"], cov["rerun"], cov["counted"],
+            cov["passes_uncovered"])
+
+
 def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
     return Table(
@@ -53,7 +61,8 @@ def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
          "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
          "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
          "claimed_successes", "flagged_trials", "infra_errors_claimed",
-         "infra_errors_confirmed"),
+         "infra_errors_confirmed", "verification_level", "regraded_trials", "replayed_trials",
+         "rerun_trials", "counted_trials", "passes_not_replayed_or_rerun", "badge"),
         [
             (e.rank, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
              _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes, e.attempts,
@@ -63,7 +72,8 @@ def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
              _r(e.pass_hat_k), e.reconstructed,
              e.submitted_on.isoformat() if e.submitted_on else None,
              provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials,
-             e.infra_errors_claimed, e.infra_errors)
+             e.infra_errors_claimed, e.infra_errors, e.verification_level,
+             *_checked(e.verification), e.badge)
             for e in entries
         ],
     )
@@ -111,13 +121,6 @@ def harness_families_table(bv: BenchmarkVersion, filters: selectors.EntryFilters
     )
 
 
-def trial_verification_level(*, reconstructed: bool, verified_reward: float | None) -> str:
-    """How far the site checked one trial's outcome (methods page, "Verification levels")."""
-    if reconstructed:
-        return "reconstructed"
-    return "re-graded" if verified_reward is not None else "claimed"
-
-
 def flags_text(flags: list | None) -> str:
     return ";".join(flags or [])
 
@@ -133,12 +136,11 @@ def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table
     rows = (
         (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
          provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
-         verified_reward,
-         trial_verification_level(reconstructed=reconstructed, verified_reward=verified_reward),
-         flags_text(flags), submission)
+         verified_reward, "reconstructed" if reconstructed else level, flags_text(flags),
+         submission)
         for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens,
         reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
-        flags, submission in selectors.trial_rows(benchmark_version=bv, filters=filters)
+        flags, submission, level in selectors.trial_rows(benchmark_version=bv, filters=filters)
     )
     return Table("trials", TRIAL_COLUMNS, rows)
 

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from submissions import selectors
 from submissions.authentication import ApiTokenAuthentication
 from submissions.intake import SubmissionRejected, submission_receive
+from submissions.models import coverage_badge
 from submissions.services import IdempotencyConflict, QuotaExceeded
 from submissions.uploads import request_upload_too_large
 from submissions.verification import verification_progress
@@ -36,6 +37,8 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         "progress": {"done": submission.trials_done, "total": submission.trials_total},
         "queue_position": selectors.queue_position(submission=submission),
         "verified": submission.is_verified,
+        "coverage": submission.coverage,
+        "badge": coverage_badge(submission.coverage, reconstructed=submission.is_reconstructed),
         "created_at": submission.created_at.isoformat(),
         "verification": _verification(submission),
     }

@@ -30,8 +30,8 @@ from pathlib import Path
 
 CHUNK = 1 << 20
 # Terminal states of a submission (a verdict, or the end of its life); "queued" with --until.
-DONE = {"verified", "discrepancy", "failed", "published", "rejected", "withdrawn"}
-GOOD = {"verified", "published"}
+DONE = {"verified", "checked", "discrepancy", "failed", "published", "rejected", "withdrawn"}
+GOOD = {"verified", "checked", "published"}
 
 
 def pack(job_dirs: list[Path], out: Path) -> Path:

@@ -15,6 +15,8 @@ class SubmissionStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     VERIFYING = "verifying", "Verifying"
     VERIFIED = "verified", "Verified"
+    # Every check agreed, but not every counted pass was replayed or re-run (methods page).
+    CHECKED = "checked", "Checked (not every pass replayed or re-run)"
     DISCREPANCY = "discrepancy", "Discrepancy"
     FAILED = "failed", "Failed (infrastructure)"
     PUBLISHED = "published", "Published"
@@ -51,6 +53,44 @@ def site_outcome(*, claimed: str, verified_reward: float | None,
     return Outcome.PASSED if verified_reward >= 1.0 else Outcome.FAILED
 
 
+class VerificationLevel(models.TextChoices):
+    """How far the site checked one trial (methods page, "Verification levels"); each level
+    includes the re-grade. A trial has its strongest: replayed > re-run > re-graded > claimed."""
+
+    CLAIMED = "claimed", "Claimed (not checked)"
+    REGRADED = "re-graded", "Re-graded"
+    RERUN = "re-run", "Re-run"
+    REPLAYED = "replayed", "Replayed"
+    RECONSTRUCTED = "reconstructed", "Reconstructed (paper aggregates)"
+
+
+LEVEL_ORDER = {VerificationLevel.CLAIMED: 0, VerificationLevel.RECONSTRUCTED: 0,
+               VerificationLevel.REGRADED: 1, VerificationLevel.RERUN: 2,
+               VerificationLevel.REPLAYED: 3}
+
+
+def coverage_badge(coverage: dict | None, *, reconstructed: bool = False) -> str:
+    """The badge text of a submission (leaderboard row, agent page, submission page): what the
+    site checked, as fractions of counted trials. "verified" only as the methods page defines
+    it: nothing contradicted the claims and every counted pass was replayed or re-run."""
+    if reconstructed:
+        return "reconstructed from published aggregates: not checked by the site"
+    if not coverage:
+        return "unverified: not checked by the site"
+    n = coverage["counted"]
+    parts = (f"re-graded {coverage['regraded']}/{n}, replayed {coverage['replayed']}/{n}, "
+             f"re-run {coverage['rerun']}/{n} counted trials")
+    passes, uncovered = coverage["passes"], coverage["passes_uncovered"]
+    if coverage["verdict"] == SubmissionStatus.VERIFIED:
+        return f"verified: {parts}; every counted pass ({passes}) replayed or re-run"
+    if coverage["verdict"] == SubmissionStatus.DISCREPANCY:
+        flagged = coverage.get("flagged", 0)
+        return (f"discrepancy: {parts}; the site's checks contradict the claims "
+                f"({flagged} trial{'' if flagged == 1 else 's'} flagged)")
+    return (f"checked, not verified: {parts}; {uncovered} of {passes} counted passes neither "
+            "replayed nor re-run")
+
+
 # Integrity flag of a trial whose claimed infrastructure error the site has not confirmed.
 FLAG_INFRA_UNCONFIRMED = "infra_unconfirmed"
 
@@ -77,12 +117,15 @@ TRANSITIONS: dict[str, set[str]] = {
     # Only a verified (or discrepancy, with its flags shown) submission can be published.
     SubmissionStatus.QUEUED: {SubmissionStatus.VERIFYING, SubmissionStatus.REJECTED},
     SubmissionStatus.VERIFYING: {
-        SubmissionStatus.VERIFIED, SubmissionStatus.DISCREPANCY, SubmissionStatus.FAILED,
-        SubmissionStatus.REJECTED,
+        SubmissionStatus.VERIFIED, SubmissionStatus.CHECKED, SubmissionStatus.DISCREPANCY,
+        SubmissionStatus.FAILED, SubmissionStatus.REJECTED,
     },
     # A maintainer may re-verify (e.g. after a grader update): back in the queue, a new job;
     # every job keeps its own check rows, so the history stays.
     SubmissionStatus.VERIFIED: {
+        SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED, SubmissionStatus.QUEUED,
+    },
+    SubmissionStatus.CHECKED: {
         SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED, SubmissionStatus.QUEUED,
     },
     SubmissionStatus.DISCREPANCY: {
@@ -136,6 +179,10 @@ class Submission(BaseModel):
     trials_total = models.PositiveIntegerField(default=0)
     trials_done = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(null=True, blank=True)
+    # What the last verification covered, over counted trials (submissions.services.
+    # submission_coverage_record): {"counted", "passes", "regraded", "replayed", "rerun",
+    # "passes_uncovered"}; empty until verified.
+    coverage = models.JSONField(default=dict, blank=True)
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -260,6 +307,8 @@ class Trial(BaseModel):
     # The site itself hit an infrastructure failure on this trial (only then does a claimed
     # infrastructure error leave the denominator; site_outcome).
     infra_confirmed = models.BooleanField(default=False)
+    verification_level = models.CharField(max_length=20, choices=VerificationLevel.choices,
+                                          default=VerificationLevel.CLAIMED)
     soft_metrics = models.JSONField(default=dict, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True)
     input_tokens = models.PositiveBigIntegerField(null=True)

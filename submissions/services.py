@@ -15,15 +15,26 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from submissions.models import ApiToken, DailyQuota, Submission, SubmissionStatus
+from submissions.models import (
+    ApiToken,
+    DailyQuota,
+    Submission,
+    SubmissionStatus,
+    Trial,
+    VerificationLevel,
+)
 from submissions.signals import published_set_changed
 from submissions.states import InvalidTransition, SubmissionError, submission_transition
-from submissions.trials import trial_check_record, trial_infra_confirm
+from submissions.trials import (
+    submission_coverage_record,
+    trial_check_record,
+    trial_infra_confirm,
+)
 from submissions.verification import verification_enqueue
 
 # Re-exported: callers import the domain errors, the state machine and the trial writes here.
-__all__ = ["InvalidTransition", "SubmissionError", "submission_transition", "trial_check_record",
-           "trial_infra_confirm"]
+__all__ = ["InvalidTransition", "SubmissionError", "submission_coverage_record",
+           "submission_transition", "trial_check_record", "trial_infra_confirm"]
 
 
 class QuotaExceeded(SubmissionError):
@@ -166,6 +177,9 @@ def submission_reverify(*, submission: Submission, actor, reason: str = "") -> S
         submission = submission_transition(
             submission=submission, to_status=SubmissionStatus.QUEUED, actor=actor,
             note=reason or "re-verification requested", queued_at=timezone.now(),
-            trials_done=0, is_verified=False)
+            trials_done=0, is_verified=False, coverage={})
+        # The new job's checks alone decide the levels (the re-grades set them again).
+        Trial.objects.filter(submission=submission).update(
+            verification_level=VerificationLevel.CLAIMED)
         verification_enqueue(submission=submission)
     return submission

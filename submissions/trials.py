@@ -3,14 +3,27 @@ outcome, confirmed infrastructure errors."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from submissions.models import FLAG_INFRA_UNCONFIRMED, Outcome, Trial, site_outcome
+from submissions.models import (
+    FLAG_INFRA_UNCONFIRMED,
+    LEVEL_ORDER,
+    Outcome,
+    Submission,
+    SubmissionStatus,
+    Trial,
+    VerificationLevel,
+    site_outcome,
+)
 from submissions.states import SubmissionError
 
 
-def trial_check_record(*, trial_id: int, flag: str, on: bool, **fields) -> None:
+def trial_check_record(*, trial_id: int, flag: str, on: bool, level: str | None = None,
+                       **fields) -> None:
     """Set or clear one integrity flag of a trial and store the site's check values with it.
 
     A re-grade (``verified_reward``) also sets the site's outcome (``site_outcome``), so the
@@ -19,7 +32,8 @@ def trial_check_record(*, trial_id: int, flag: str, on: bool, **fields) -> None:
     """
     with transaction.atomic():
         trial = Trial.objects.select_for_update().only(
-            "flags", "claimed_outcome", "verified_reward", "infra_confirmed").get(pk=trial_id)
+            "flags", "claimed_outcome", "verified_reward", "infra_confirmed",
+            "verification_level").get(pk=trial_id)
         flags = [f for f in (trial.flags or []) if f != flag] + ([flag] if on else [])
         if "verified_reward" in fields or "infra_confirmed" in fields:
             outcome = site_outcome(
@@ -27,6 +41,11 @@ def trial_check_record(*, trial_id: int, flag: str, on: bool, **fields) -> None:
                 verified_reward=fields.get("verified_reward", trial.verified_reward),
                 infra_confirmed=fields.get("infra_confirmed", trial.infra_confirmed))
             fields.update(outcome=outcome, success=outcome == Outcome.PASSED)
+        # The trial keeps its strongest check (a re-grade at least, replayed via ``level``).
+        if fields.get("verified_reward") is not None and level is None:
+            level = VerificationLevel.REGRADED
+        if level is not None and LEVEL_ORDER[level] > LEVEL_ORDER[trial.verification_level]:
+            fields["verification_level"] = level
         Trial.objects.filter(pk=trial_id).update(flags=flags, updated_at=timezone.now(), **fields)
 
 
@@ -39,3 +58,36 @@ def trial_infra_confirm(*, trial_id: int) -> None:
                               "can be confirmed as one")
     trial_check_record(trial_id=trial_id, flag=FLAG_INFRA_UNCONFIRMED, on=False,
                        infra_confirmed=True)
+
+
+def submission_coverage_record(*, submission_id: int, rerun_passed_task_ids: set[int],
+                               discrepancy: bool) -> dict:
+    """Close a verification: the counted passes of tasks the site re-ran with a pass become
+    "re-run" (unless replayed), and the submission's coverage and verdict are stored: verified
+    only when nothing contradicted the claims and every counted pass was replayed or re-run.
+    Run inside the transaction that records the verdict. Returns the coverage dict."""
+    trials = Trial.objects.filter(submission_id=submission_id)
+    trials.filter(success=True, benchmark_task_id__in=rerun_passed_task_ids).exclude(
+        verification_level=VerificationLevel.REPLAYED).update(
+        verification_level=VerificationLevel.RERUN, updated_at=timezone.now())
+    counted = trials.exclude(outcome=Outcome.INFRA_ERROR)
+    levels = dict(Counter(counted.values_list("verification_level", flat=True)))
+    covered = (VerificationLevel.REPLAYED, VerificationLevel.RERUN)
+    passes = counted.filter(success=True)
+    coverage = {
+        "counted": sum(levels.values()),
+        "passes": passes.count(),
+        # A reproduced replay graded the same output; a re-run grades no submitted output.
+        "regraded": counted.filter(Q(verified_reward__isnull=False)
+                                   | Q(verification_level=VerificationLevel.REPLAYED)).count(),
+        "replayed": levels.get(VerificationLevel.REPLAYED, 0),
+        "rerun": levels.get(VerificationLevel.RERUN, 0),
+        "passes_uncovered": passes.exclude(verification_level__in=covered).count(),
+        "flagged": trials.exclude(flags=[]).count(),
+    }
+    complete = coverage["regraded"] == coverage["counted"] and not coverage["passes_uncovered"]
+    coverage["verdict"] = str(SubmissionStatus.DISCREPANCY if discrepancy
+                              else SubmissionStatus.VERIFIED if complete
+                              else SubmissionStatus.CHECKED)
+    Submission.objects.filter(pk=submission_id).update(coverage=coverage)
+    return coverage

@@ -163,6 +163,7 @@ def _load_agents_and_trials(paper: dict, rows: list, bv: BenchmarkVersion, diges
                 success=r.success,
                 claimed_outcome=r.outcome,
                 claimed_success=r.success,
+                verification_level="reconstructed",
                 reward=r.reward,
                 soft_metrics=r.soft_metrics,
                 cost_usd=r.cost_usd,

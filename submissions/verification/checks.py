@@ -33,6 +33,7 @@ from submissions.models import (
     Trial,
     TrialCheck,
     VerificationJob,
+    VerificationLevel,
 )
 from submissions.trials import trial_check_record
 from submissions.verification.lease import LeaseLost, _Heartbeat, run_prefix
@@ -327,11 +328,14 @@ class _Checks:
     # -- replay
     def replay_sample(self) -> list[Trial]:
         rng = random.Random(f"{settings.LEADERBOARD_RANDOM_SEED}:{self.sub.pk}:replay")
-        # By the claim: the sample does not depend on an earlier job's re-grade.
-        passing = ([t for t in self.trials if t.claimed_success]
-                   if self.config["replay_passing"] else [])
-        failing = [t for t in self.trials
-                   if not t.claimed_success and t.claimed_outcome != Outcome.INFRA_ERROR]
+        # Every claimed pass, and every trial this job's re-grade made a pass: each counted pass
+        # must be replayed (or re-run) for the submission to be verified.
+        site_passes = set(Trial.objects.filter(submission=self.sub, success=True)
+                          .values_list("pk", flat=True))
+        passes = [t for t in self.trials if t.claimed_success or t.pk in site_passes]
+        passing = passes if self.config["replay_passing"] else []
+        failing = [t for t in self.trials if t not in passes
+                   and t.claimed_outcome != Outcome.INFRA_ERROR]
         k = min(len(failing), max(0, int(self.config["replay_failing"])))
         sample = passing + sorted(rng.sample(failing, k), key=lambda t: t.pk)
         return sample[: max(0, int(self.config["replay_max"]))]
@@ -389,7 +393,8 @@ class _Checks:
                         "collected": run.collected, "missing": run.missing,
                         "log_tail": run.result.text[-2000:]},
                 grader_version=grader_version(task_dir), duration_s=time.time() - t0))
-            _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced)
+            _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced,
+                            level=VerificationLevel.REPLAYED if reproduced else None)
 
     # -- re-run
     def rerun_sample(self) -> list[tuple]:

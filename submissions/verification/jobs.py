@@ -36,7 +36,8 @@ from submissions.verification.lease import (
     run_prefix,
     worker_identity,
 )
-from submissions.verification.verdict import verification_summary
+from submissions.trials import submission_coverage_record
+from submissions.verification.verdict import rerun_passed_tasks, verification_summary
 
 log = logging.getLogger(__name__)
 
@@ -161,19 +162,26 @@ def _submission_verifying(job: VerificationJob) -> bool:
 
 def _finish(job: VerificationJob, worker: str) -> None:
     summary = verification_summary(job)
-    verdict = summary["verdict"]
     now = timezone.now()
     with transaction.atomic():
         n = VerificationJob.objects.filter(
             pk=job.pk, status=JobStatus.RUNNING, claimed_by=worker, attempt=job.attempt
-        ).update(status=JobStatus.DONE, verdict=verdict, summary=summary, finished_at=now,
-                 last_error="", updated_at=now)
+        ).update(status=JobStatus.DONE, verdict=summary["verdict"], summary=summary,
+                 finished_at=now, last_error="", updated_at=now)
         if n != 1:
             raise LeaseLost()
         sub = Submission.objects.select_for_update().get(pk=job.submission_id)
         if sub.status != SubmissionStatus.VERIFYING:
             VerificationJob.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)
             return
+        # Verified only if every counted pass was replayed or re-run (submission_coverage_record).
+        coverage = submission_coverage_record(
+            submission_id=job.submission_id, rerun_passed_task_ids=rerun_passed_tasks(job),
+            discrepancy=summary["verdict"] == SubmissionStatus.DISCREPANCY)
+        verdict = coverage["verdict"]
+        summary.update(verdict=verdict, coverage=coverage,
+                       headline=f"{verdict}: " + summary["headline"].split(": ", 1)[1])
+        VerificationJob.objects.filter(pk=job.pk).update(verdict=verdict, summary=summary)
         submission_transition(
             submission=sub,
             to_status=verdict,

@@ -55,6 +55,16 @@ def rerun_statistics(job: VerificationJob) -> dict | None:
     }
 
 
+def rerun_passed_tasks(job: VerificationJob) -> set[int]:
+    """Tasks whose re-run passed at least once, when the re-run as a whole agrees with the
+    claim (no significant difference); their counted passes are covered by the re-run."""
+    rerun = rerun_statistics(job)
+    if not rerun or not rerun["ran"] or rerun["significant"]:
+        return set()
+    return set(TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN, status=CheckStatus.MATCH)
+               .values_list("benchmark_task_id", flat=True))
+
+
 def verification_summary(job: VerificationJob) -> dict:
     checks = TrialCheck.objects.filter(job=job)
 

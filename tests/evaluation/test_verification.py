@@ -18,6 +18,7 @@ import json
 
 import pytest
 
+from submissions.models import coverage_badge
 from tests.evaluation import verification_support as vs
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -74,7 +75,7 @@ def _wait_final(sub, worker, timeout=300):
 
     def final():
         s = Submission.objects.get(pk=sub.pk)
-        return s if s.status in ("verified", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
 
     return vs.wait_for(final, timeout, f"submission {sub.pk} to be verified", worker=worker)
 
@@ -108,10 +109,18 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
     honest = _wait_final(honest, on_worker)
     tampered = _wait_final(tampered, on_worker)
 
-    assert honest.status == "verified", (_job(honest).summary, on_worker.tail())
-    assert honest.is_verified and honest.trials_done == honest.trials_total == 21
+    # Every check agrees, but only the re-run's 2 tasks cover their passes: checked, not verified.
+    assert honest.status == "checked", (_job(honest).summary, on_worker.tail())
+    assert not honest.is_verified and honest.trials_done == honest.trials_total == 21
     job = _job(honest)
-    assert job.status == JobStatus.DONE and job.verdict == "verified"
+    assert job.status == JobStatus.DONE and job.verdict == "checked"
+    assert {k: honest.coverage[k] for k in ("counted", "passes", "regraded", "replayed",
+                                            "rerun", "passes_uncovered")} == {
+        "counted": 21, "passes": 21, "regraded": 21, "replayed": 0, "rerun": 6,
+        "passes_uncovered": 15}
+    assert coverage_badge(honest.coverage) == (
+        "checked, not verified: re-graded 21/21, replayed 0/21, re-run 6/21 counted trials; "
+        "15 of 21 counted passes neither replayed nor re-run")
     assert TrialCheck.objects.filter(job=job, kind=CheckKind.REGRADE).count() == 21
     assert all(t.verified_reward == 1.0 and t.flags == [] for t in honest.trials.all())
     rerun = job.summary["rerun"]
@@ -226,6 +235,37 @@ def test_replay_adapters_claude_copilot_codex_in_containers(settings, oracle):
     checks = TrialCheck.objects.filter(job=job, kind=CheckKind.REPLAY)
     assert [(c.trial.attempt, c.status) for c in checks.order_by("trial__attempt")] == [
         (1, "match"), (2, "match"), (3, "match")], [c.detail for c in checks]
+    # Every counted pass replayed (a replay grades its output too): verified.
+    sub.refresh_from_db()
+    assert sub.status == "verified" and sub.is_verified
+    assert set(sub.trials.values_list("verification_level", flat=True)) == {"replayed"}
+    assert coverage_badge(sub.coverage) == (
+        "verified: re-graded 3/3, replayed 3/3, re-run 0/3 counted trials; every counted pass "
+        "(3) replayed or re-run")
+
+
+def test_a_pass_that_cannot_be_replayed_leaves_the_submission_checked_not_verified(
+        settings, oracle):
+    """A trajectory with a tool outside the known vocabularies is not replayable: the pass is
+    re-graded only, so the submission is not verified (it used to be, with zero replays)."""
+    from django.db import transaction
+
+    from submissions.verification import verification_enqueue, verification_run
+
+    settings.VERIFICATION_CHECKS = ["regrade", "replay"]
+    trajectories = {(CT, 1): vs.atif("codex", [("teleport_answer", {"to": "/workspace"})])}
+    with transaction.atomic():
+        sub = vs.make_submission(vs.synthetic_version(), outputs=oracle, tasks=[CT], attempts=1,
+                                 trajectories=trajectories)
+        job = verification_enqueue(submission=sub)
+    assert verification_run(job_id=job.pk) == "done"
+    sub.refresh_from_db()
+    assert sub.status == "checked" and not sub.is_verified
+    trial = sub.trials.get()
+    assert (trial.verification_level, trial.flags) == ("re-graded", ["not_replayable"])
+    assert sub.coverage["passes_uncovered"] == 1
+    assert coverage_badge(sub.coverage).startswith("checked, not verified: re-graded 1/1, "
+                                                   "replayed 0/1")
 
 
 def test_grader_tampering_files_have_no_effect(settings, oracle):
@@ -319,13 +359,14 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
         assert job.pk in report["enqueued"]
     assert verification_run(job_id=job.pk) == "done"
     sub.refresh_from_db()
-    assert sub.status == "verified", job.__class__.objects.get(pk=job.pk).summary
+    # Re-graded only (VERIFICATION_CHECKS): checked, not verified.
+    assert sub.status == "checked", job.__class__.objects.get(pk=job.pk).summary
     assert sub.trials.filter(verified_reward=1.0).count() == 21
     thread.join(timeout=60)
     assert result.get("exit") == 0, (printed.getvalue(), errors.getvalue())
     assert "uploading 100%" in errors.getvalue()
-    assert "status verified, 21/21 trials" in errors.getvalue()  # progress until the verdict
-    assert f"submission {sub.pk} on {bv.slug}: verified" in printed.getvalue()
+    assert "status checked, 21/21 trials" in errors.getvalue()  # progress until the verdict
+    assert f"submission {sub.pk} on {bv.slug}: checked" in printed.getvalue()
     assert f"{live_server.url}/submissions/{sub.pk}/" in printed.getvalue()
     # Issue 4's end: a maintainer publishes it; it appears on the leaderboard and in the CSVs.
     from leaderboard.models import LeaderboardEntry
@@ -334,7 +375,8 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     maintainer = get_user_model().objects.create_user("verif-maint", is_staff=True)
     submission_publish(submission=sub, actor=maintainer)
     entry = LeaderboardEntry.objects.get(submission=sub)
-    assert (entry.successes, entry.attempts, entry.verified) == (21, 21, True)
+    assert (entry.successes, entry.attempts, entry.verified) == (21, 21, False)
+    assert entry.verification_level == "checked"
     public = Client()
     csv = b"".join(public.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
     assert b"Oracle" in csv and b",verified" in csv
@@ -381,8 +423,10 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
     scripted_rerun = TrialCheck.objects.get(job=jobs[1], kind=CheckKind.RERUN)
     assert scripted_rerun.verified_reward == 1.0, scripted_rerun.detail
     assert "installed" in scripted_rerun.detail["log_tail"]
-    assert scripted.status == "verified"
-    # A harness the site cannot run is reported, and does not decide the verdict.
+    # Re-run covers the passes, but nothing was re-graded (re-run only): checked.
+    assert scripted.status == "checked"
+    assert (scripted.coverage["rerun"], scripted.coverage["regraded"]) == (3, 0)
+    # A harness the site cannot run is reported; nothing covers the passes: not verified.
     not_runnable = TrialCheck.objects.get(job=jobs[2], kind=CheckKind.RERUN)
     assert not_runnable.status == "not_runnable" and "mystery" in not_runnable.reason
-    assert unknown.status == "verified"
+    assert unknown.status == "checked" and unknown.coverage["passes_uncovered"] == 1

@@ -3,6 +3,7 @@ the site's outcome on every public route and in every CSV and API row, the claim
 its flags; and every per-trial view adds up to the aggregates (issue 8, item 1)."""
 
 import csv
+import html as htmllib
 import io
 import json
 import re
@@ -11,7 +12,12 @@ from collections import Counter, defaultdict
 import pytest
 
 from submissions.models import SubmissionStatus, Trial
-from submissions.services import submission_publish, trial_check_record
+from submissions.models import coverage_badge
+from submissions.services import (
+    submission_coverage_record,
+    submission_publish,
+    trial_check_record,
+)
 from tests.factories import AgentFactory, published_submission
 
 Q = "?benchmark=small@1.0"
@@ -50,6 +56,8 @@ def published(small_benchmark, settings, tmp_path, django_user_model):
                          ContentFile(json.dumps({"schema_version": "ATIF-v1.7", "steps": []})))
     Trial.objects.filter(pk=trials[0, 1].pk).update(
         trajectory_path="job/t1/agent/trajectory.json")
+    submission_coverage_record(submission_id=sub.pk, rerun_passed_task_ids=set(),
+                               discrepancy=True)
     maintainer = django_user_model.objects.create_user("m", is_staff=True)
     submission_publish(submission=sub, actor=maintainer)
     return bv, tasks, sub, trials
@@ -115,7 +123,20 @@ def test_every_public_view_of_a_trial_shows_the_sites_outcome_and_adds_up(client
     assert int(lb_csv["attempts"]) == lb_api["attempts"] == 15
     assert lb_api["claimed_successes"] == claimed_successes
     assert lb_api["flagged_trials"] == int(lb_csv["flagged_trials"]) == flagged
+    # The badge: the same text on the row (CSV, API, page), the agent page and the status page.
+    sub.refresh_from_db()
+    badge = coverage_badge(sub.coverage)
+    assert badge == ("discrepancy: re-graded 15/15, replayed 0/15, re-run 0/15 counted trials; "
+                     "the site's checks contradict the claims (5 trials flagged)")
+    assert lb_csv["badge"] == lb_api["badge"] == badge
+    assert lb_api["verification_level"] == "discrepancy" and lb_api["verified"] is False
+    assert (lb_api["regraded_trials"], lb_api["replayed_trials"], lb_api["counted_trials"]) == (
+        15, 0, 15)
+    shown = htmllib.escape(badge)
+    assert shown in client.get(f"/agents/mixed/{Q}").content.decode()
+    assert shown in client.get(f"/submissions/{sub.pk}/").content.decode()
     page = client.get(f"/{Q}").content.decode()
+    assert shown in page
     assert f"{site_successes}/15 (claimed {claimed_successes})" in page
     assert f"{flagged} flagged" in page
 
