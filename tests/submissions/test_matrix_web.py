@@ -19,7 +19,8 @@ from tests.factories import AgentFactory, BenchmarkTaskFactory, SubmissionFactor
 # Routes whose GET answers 200 to anyone. Everything else is private (404 / login redirect).
 PUBLIC_READS = {
     "leaderboard", "categories", "groups", "harness", "cost", "task_matrix", "tasks", "task",
-    "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup",
+    "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup", "submit",
+    "registry",
     "api-schema", "api-docs", "api-benchmarks", "api-leaderboard", "api-categories", "api-groups",
     "api-harness-families", "api-trials",
 }
