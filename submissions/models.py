@@ -32,7 +32,7 @@ class Outcome(models.TextChoices):
 
 
 def site_outcome(*, claimed: str, verified_reward: float | None,
-                 infra_confirmed: bool = False) -> str:
+                 infra_confirmed: bool = False, screened: bool = False) -> str:
     """The site's outcome of a trial from the submitter's claim and the site's checks.
 
     The re-grade decides between passed and failed whenever it exists (a claimed pass whose
@@ -93,6 +93,9 @@ def coverage_badge(coverage: dict | None, *, reconstructed: bool = False) -> str
 
 # Integrity flag of a trial whose claimed infrastructure error the site has not confirmed.
 FLAG_INFRA_UNCONFIRMED = "infra_unconfirmed"
+# Integrity flags of a trial the reward-hacking screen flagged: one per uncleared rule,
+# "reward_hack:RH1" (evaluation/screen_rules.toml).
+FLAG_REWARD_HACK = "reward_hack"
 
 
 # One letter per outcome for the task matrix.
@@ -323,6 +326,13 @@ class Trial(BaseModel):
     # --- verification (re-grade / replay); null until checked ---
     verified_reward = models.FloatField(null=True, blank=True)
     flags = models.JSONField(default=list, blank=True)
+    # --- the reward-hacking screen (submissions.trials.trial_screen_record) ---
+    screen_hits = models.JSONField(default=list, blank=True)  # rule ids the last screen tripped
+    screen_cleared = models.JSONField(default=list, blank=True)  # rule ids a maintainer cleared
+    screen_clear_reason = models.TextField(blank=True)
+    screen_cleared_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                          null=True, blank=True, related_name="+")
+    screen_cleared_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -354,6 +364,11 @@ class Trial(BaseModel):
     def outcome_differs(self) -> bool:
         """The site's outcome is not what the submission claims."""
         return self.outcome != self.claimed_outcome
+
+    @property
+    def screen_open(self) -> list[str]:
+        """Rules the screen tripped that no maintainer cleared: the trial counts as a failure."""
+        return [r for r in self.screen_hits or [] if r not in (self.screen_cleared or [])]
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,6 +437,7 @@ class CheckKind(models.TextChoices):
     REGRADE = "regrade", "Re-grade"
     REPLAY = "replay", "Replay"
     RERUN = "rerun", "Re-run"
+    SCREEN = "screen", "Reward-hacking screen"
 
 
 class CheckStatus(models.TextChoices):

@@ -19,6 +19,7 @@ from submissions.models import (
     ApiToken,
     DailyQuota,
     Submission,
+    SubmissionEvent,
     SubmissionStatus,
     Trial,
     VerificationLevel,
@@ -29,12 +30,15 @@ from submissions.trials import (
     submission_coverage_record,
     trial_check_record,
     trial_infra_confirm,
+    trial_screen_clear,
+    trial_screen_record,
 )
 from submissions.verification import verification_enqueue
 
 # Re-exported: callers import the domain errors, the state machine and the trial writes here.
 __all__ = ["InvalidTransition", "SubmissionError", "submission_coverage_record",
-           "submission_transition", "trial_check_record", "trial_infra_confirm"]
+           "submission_transition", "trial_check_record", "trial_infra_confirm",
+           "trial_screen_record"]
 
 
 class QuotaExceeded(SubmissionError):
@@ -183,3 +187,52 @@ def submission_reverify(*, submission: Submission, actor, reason: str = "") -> S
             verification_level=VerificationLevel.CLAIMED)
         verification_enqueue(submission=submission)
     return submission
+
+
+# --- The reward-hacking screen ---------------------------------------------------------------
+
+
+def _published_changed(submission: Submission) -> None:
+    """A published submission's trial outcomes changed: the leaderboard rebuilds this agent's
+    rows (then ranks, tie groups and family aggregates) in the caller's transaction."""
+    if submission.status == SubmissionStatus.PUBLISHED:
+        published_set_changed.send(sender=Submission,
+                                   benchmark_version=submission.benchmark_version,
+                                   agent_ids=[submission.agent_id])
+
+
+def screen_flag_clear(*, trial: Trial, actor, reason: str) -> Trial:
+    """A maintainer clears a trial's reward-hacking flags with a written reason (moderation).
+    The reason goes to the submission's audit log and is shown with the trial; the trial counts
+    by its grade again, and a published submission's aggregates are rebuilt."""
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(pk=trial.submission_id)
+        before = Trial.objects.get(pk=trial.pk).screen_open
+        trial = trial_screen_clear(trial_id=trial.pk, actor=actor, reason=reason)
+        SubmissionEvent.objects.create(
+            submission=submission, from_status=submission.status, to_status=submission.status,
+            actor=actor, note=(f"reward-hacking flag{'s' if len(before) > 1 else ''} "
+                               f"{', '.join(before)} cleared on trial {trial.pk} "
+                               f"({trial.benchmark_task.name} attempt {trial.attempt}): "
+                               f"{reason.strip()}")[:5000])
+        _published_changed(submission)
+    return trial
+
+
+def screen_result_apply(*, trial: Trial, hits: list[str], actor=None, note: str = "") -> Trial:
+    """Store a re-screen's result on a trial outside a verification job (``manage.py
+    screen_trials`` after a rule was added): flags and outcome change together, the change is
+    logged when it flags or unflags, and a published submission's aggregates are rebuilt."""
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(pk=trial.submission_id)
+        before = Trial.objects.get(pk=trial.pk).screen_open
+        trial = trial_screen_record(trial_id=trial.pk, hits=hits)
+        if trial.screen_open != before:
+            SubmissionEvent.objects.create(
+                submission=submission, from_status=submission.status,
+                to_status=submission.status, actor=actor,
+                note=(f"re-screen of trial {trial.pk}: open reward-hacking flags "
+                      f"{', '.join(before) or 'none'} -> {', '.join(trial.screen_open) or 'none'}"
+                      + (f" ({note})" if note else ""))[:5000])
+            _published_changed(submission)
+    return trial

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from submissions.models import (
     FLAG_INFRA_UNCONFIRMED,
+    FLAG_REWARD_HACK,
     LEVEL_ORDER,
     Outcome,
     Submission,
@@ -31,22 +32,72 @@ def trial_check_record(*, trial_id: int, flag: str, on: bool, level: str | None 
     row; run it inside the transaction that writes the check row (R7 in reliability-matrix).
     """
     with transaction.atomic():
-        trial = Trial.objects.select_for_update().only(
-            "flags", "claimed_outcome", "verified_reward", "infra_confirmed",
-            "verification_level").get(pk=trial_id)
+        trial = Trial.objects.select_for_update().only(*_OUTCOME_FIELDS).get(pk=trial_id)
         flags = [f for f in (trial.flags or []) if f != flag] + ([flag] if on else [])
         if "verified_reward" in fields or "infra_confirmed" in fields:
-            outcome = site_outcome(
-                claimed=trial.claimed_outcome,
-                verified_reward=fields.get("verified_reward", trial.verified_reward),
-                infra_confirmed=fields.get("infra_confirmed", trial.infra_confirmed))
-            fields.update(outcome=outcome, success=outcome == Outcome.PASSED)
+            fields.update(_outcome(trial, **fields))
         # The trial keeps its strongest check (a re-grade at least, replayed via ``level``).
         if fields.get("verified_reward") is not None and level is None:
             level = VerificationLevel.REGRADED
         if level is not None and LEVEL_ORDER[level] > LEVEL_ORDER[trial.verification_level]:
             fields["verification_level"] = level
         Trial.objects.filter(pk=trial_id).update(flags=flags, updated_at=timezone.now(), **fields)
+
+
+_OUTCOME_FIELDS = ("flags", "claimed_outcome", "verified_reward", "infra_confirmed",
+                   "verification_level", "screen_hits", "screen_cleared")
+
+
+def _outcome(trial: Trial, **changes) -> dict:
+    """The site's outcome of a locked trial with these field changes applied (site_outcome)."""
+    hits = changes.get("screen_hits", trial.screen_hits) or []
+    cleared = changes.get("screen_cleared", trial.screen_cleared) or []
+    outcome = site_outcome(
+        claimed=trial.claimed_outcome,
+        verified_reward=changes.get("verified_reward", trial.verified_reward),
+        infra_confirmed=changes.get("infra_confirmed", trial.infra_confirmed),
+        screened=any(r not in cleared for r in hits))
+    return {"outcome": outcome, "success": outcome == Outcome.PASSED}
+
+
+def _screen_flags(flags: list, hits: list, cleared: list) -> list:
+    kept = [f for f in flags or [] if not str(f).startswith(FLAG_REWARD_HACK + ":")]
+    return kept + [f"{FLAG_REWARD_HACK}:{r}" for r in hits if r not in cleared]
+
+
+def trial_screen_record(*, trial_id: int, hits: list[str]) -> Trial:
+    """Store the rules the reward-hacking screen tripped on a trial: one public flag per rule a
+    maintainer has not cleared, and the site's outcome (a flagged pass counts as a failure).
+    A clearance holds for the rules it cleared; a rule it did not clear flags the trial again.
+    Run inside the transaction that writes the screen's check row (R7)."""
+    with transaction.atomic():
+        trial = Trial.objects.select_for_update().only(*_OUTCOME_FIELDS).get(pk=trial_id)
+        hits = sorted(set(hits), key=lambda r: (len(r), r))
+        fields = {"screen_hits": hits, **_outcome(trial, screen_hits=hits),
+                  "flags": _screen_flags(trial.flags, hits, trial.screen_cleared)}
+        Trial.objects.filter(pk=trial_id).update(updated_at=timezone.now(), **fields)
+        trial.refresh_from_db()
+    return trial
+
+
+def trial_screen_clear(*, trial_id: int, actor, reason: str) -> Trial:
+    """A maintainer clears the screen's open flags of a trial with a written reason: the trial
+    counts by its grade again. Raises SubmissionError without a reason or an open flag."""
+    if not (reason or "").strip():
+        raise SubmissionError("clearing a reward-hacking flag needs a written reason")
+    with transaction.atomic():
+        trial = Trial.objects.select_for_update().only(*_OUTCOME_FIELDS).get(pk=trial_id)
+        if not trial.screen_open:
+            raise SubmissionError("this trial has no open reward-hacking flag")
+        cleared = sorted(set(trial.screen_cleared or []) | set(trial.screen_hits),
+                         key=lambda r: (len(r), r))
+        Trial.objects.filter(pk=trial_id).update(
+            screen_cleared=cleared, screen_clear_reason=reason.strip()[:5000],
+            screen_cleared_by=actor, screen_cleared_at=timezone.now(),
+            flags=_screen_flags(trial.flags, trial.screen_hits, cleared),
+            updated_at=timezone.now(), **_outcome(trial, screen_cleared=cleared))
+        trial.refresh_from_db()
+    return trial
 
 
 def trial_infra_confirm(*, trial_id: int) -> None:

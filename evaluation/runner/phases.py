@@ -54,6 +54,36 @@ class AgentRun:
     collected: list[str]  # container paths copied out
     missing: list[str]  # declared outputs that did not exist
     output_error: str | None = None  # unsafe or oversized output
+    # Files the command created or changed in the container's writable places (the root
+    # filesystem is read-only), as the runner saw them after it: the screen's container activity.
+    written: list[str] = dataclasses.field(default_factory=list)
+
+
+# Where a run can write; the runner lists what changed there (its own copy-ins excluded).
+WRITABLE_PLACES = ("/workspace", "/tmp", "/logs/agent", "/logs/verifier",  # noqa: S108
+                   "/logs/artifacts")
+MAX_WRITTEN_LISTED = 2000
+
+
+def _epoch(run: ContainerRun) -> str:
+    res = run.exec(["date", "+%s"], timeout_s=30, workdir="/")
+    return res.text.strip() if res.exit_code == 0 else ""
+
+
+def _written_since(run: ContainerRun, epoch: str, skip: list[str]) -> list[str]:
+    """Regular files and links under the writable places modified at or after `epoch` (the
+    container's clock, read just before the command), except under `skip` and the run's own
+    scratch files. GNU find of the Debian base image."""
+    if not epoch.isdigit():
+        return []
+    places = [p for p in WRITABLE_PLACES if p not in skip]
+    res = run.exec(["find", *places, "(", "-type", "f", "-o", "-type", "l", ")",
+                    "-newermt", f"@{int(epoch) - 1}", "-print"], timeout_s=120, workdir="/")
+    paths = sorted({line for line in res.text.splitlines()
+                    if line.startswith("/") and not any(
+                        line == s or line.startswith(s.rstrip("/") + "/") for s in skip)
+                    and not line.startswith("/tmp/.replay-")})
+    return paths[:MAX_WRITTEN_LISTED]
 
 
 @dataclasses.dataclass
@@ -127,10 +157,14 @@ def run_agent(
     ) as run:
         for cpath, host in copy_in.items():
             run.put_dir(Path(host), cpath, uid=AGENT_UID)
+        written: list[str] = []
         if command is None:
             result = ExecResult(0, b"", 0, False, 0.0)
         else:
+            epoch = _epoch(run)
             result = run.exec(command)
+            if not result.timed_out and not result.container_died:
+                written = _written_since(run, epoch, list(copy_in))
         collected, missing, error = [], [], None
         if not result.timed_out and not result.container_died:
             try:
@@ -141,7 +175,7 @@ def run_agent(
             missing = list(outputs)
     (out_dir / "agent").mkdir(parents=True, exist_ok=True)
     (out_dir / "agent" / "output.txt").write_bytes(result.output)
-    return AgentRun(result, out_dir, collected, missing, error)
+    return AgentRun(result, out_dir, collected, missing, error, written)
 
 
 def _start_judge(c, spec: JudgeSpec, net_name: str, job_id, attempt) -> ContainerRun:

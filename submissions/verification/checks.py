@@ -24,6 +24,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
 from evaluation import agents, runner
+from evaluation import screen as screen_rules
 from evaluation.replay import plan_from_trajectory
 from submissions.models import (
     CheckKind,
@@ -34,8 +35,9 @@ from submissions.models import (
     TrialCheck,
     VerificationJob,
     VerificationLevel,
+    site_outcome,
 )
-from submissions.trials import trial_check_record
+from submissions.trials import trial_check_record, trial_screen_record
 from submissions.verification.lease import LeaseLost, _Heartbeat, run_prefix
 
 log = logging.getLogger(__name__)
@@ -43,8 +45,9 @@ log = logging.getLogger(__name__)
 FLAG_REGRADE = "regrade_mismatch"
 FLAG_REPLAY = "replay_mismatch"
 FLAG_NOT_REPLAYABLE = "not_replayable"
-VERIFICATION_FLAGS = (FLAG_REGRADE, FLAG_REPLAY, FLAG_NOT_REPLAYABLE)
+VERIFICATION_FLAGS = (FLAG_REGRADE, FLAG_REPLAY, FLAG_NOT_REPLAYABLE)  # + reward_hack:RH<n>
 MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
+REPLAY_LOG_KEPT = 256 * 1024  # of the replay's output, kept for the screen
 
 
 def task_dir_of(benchmark_task) -> Path:
@@ -274,6 +277,10 @@ class _Checks:
         if CheckKind.REPLAY in checks:
             done = self._done(CheckKind.REPLAY)
             self._parallel(self.replay, [t for t in self.replay_sample() if t.pk not in done])
+        # The reward-hacking screen is not optional: every counted pass is screened, after the
+        # replay (whose container activity it reads).
+        done = self._done(CheckKind.SCREEN)
+        self._parallel(self.screen, [t for t in self.trials if t.pk not in done])
         if CheckKind.RERUN in checks:
             done = self._done(CheckKind.RERUN)
             todo = [(task, k) for task, k in self.rerun_sample() if (task.pk, k) not in done]
@@ -391,10 +398,51 @@ class _Checks:
                 flags=[] if reproduced else [FLAG_REPLAY], reason=reason,
                 detail={"plan": plan.describe(), "output_identical": identical,
                         "collected": run.collected, "missing": run.missing,
-                        "log_tail": run.result.text[-2000:]},
+                        "log_tail": run.result.text[-2000:],
+                        # What the runner saw the replay do, for the screen.
+                        "activity": {"written": run.written,
+                                     "log": run.result.text[-REPLAY_LOG_KEPT:]}},
                 grader_version=grader_version(task_dir), duration_s=time.time() - t0))
             _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced,
                             level=VerificationLevel.REPLAYED if reproduced else None)
+
+    # -- reward-hacking screen
+    def screen(self, trial: Trial):
+        """Screen a counted pass (by its grade: claimed, re-graded, infra not confirmed) with the
+        rules of evaluation/screen_rules.toml over its trajectory and its replay's activity."""
+        t = Trial.objects.only("claimed_outcome", "verified_reward", "infra_confirmed").get(
+            pk=trial.pk)
+        if site_outcome(claimed=t.claimed_outcome, verified_reward=t.verified_reward,
+                        infra_confirmed=t.infra_confirmed) != Outcome.PASSED:
+            return
+        rules = screen_rules.load_rules()
+        trajectory = load_trajectory(trial)
+        replay = TrialCheck.objects.filter(job=self.job, trial=trial,
+                                           kind=CheckKind.REPLAY).first()
+        activity = (replay.detail or {}).get("activity") if replay is not None else None
+        evidence = (screen_rules.trajectory_evidence(trajectory)
+                    + screen_rules.activity_evidence(activity))
+        hits = screen_rules.screen(
+            evidence, rules=rules, harness=self.sub.agent.harness.slug,
+            hidden_texts=screen_rules.hidden_texts_of(task_dir_of(trial.benchmark_task)))
+        tripped = sorted({h.rule for h in hits}, key=lambda r: (len(r), r))
+        reason = "; ".join(
+            f"{h.rule} {rules.get(h.rule).title.lower()}: {h.source}"
+            f"{f' (step {h.step})' if h.step is not None else ''}: {h.excerpt}"
+            for h in hits if rules.get(h.rule))
+        if trajectory is None:
+            reason = ("no readable trajectory; screened the replay's activity only. "
+                      if activity else "no readable trajectory and no replay: nothing to "
+                      "screen. ") + reason
+        with transaction.atomic():  # check row + trial outcome: both or neither (R7)
+            self._record(CheckKind.SCREEN, trial=trial, res=_Result(
+                CheckStatus.MISMATCH if tripped else CheckStatus.MATCH,
+                flags=[f"reward_hack:{r}" for r in tripped], reason=reason.strip(),
+                detail={"rules_version": rules.version, "rules": [r.id for r in rules.rules],
+                        "hits": [h.as_dict() for h in hits], "evidence_items": len(evidence),
+                        "trajectory": trajectory is not None, "replay_activity": bool(activity)},
+                grader_version=rules.version))
+            trial_screen_record(trial_id=trial.pk, hits=tripped)
 
     # -- re-run
     def rerun_sample(self) -> list[tuple]:

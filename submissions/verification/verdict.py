@@ -79,8 +79,15 @@ def verification_summary(job: VerificationJob) -> dict:
     not_replayable = sorted(checks.filter(kind=CheckKind.REPLAY,
                                           status=CheckStatus.NOT_REPLAYABLE)
                             .values_list("trial_id", flat=True))
+    screened = count(CheckKind.SCREEN)
+    screen_tripped = set(checks.filter(kind=CheckKind.SCREEN, status=CheckStatus.MISMATCH)
+                         .values_list("trial_id", flat=True))
+    # A maintainer may already have cleared what this screen found (a re-verification).
+    screen_flagged = sorted(t.pk for t in Trial.objects.filter(pk__in=screen_tripped).only(
+        "screen_hits", "screen_cleared") if t.screen_open)
     rerun = rerun_statistics(job)
-    discrepancy = bool(regrade_mismatch or replay_mismatch or (rerun and rerun["significant"]))
+    discrepancy = bool(regrade_mismatch or replay_mismatch or screen_flagged
+                       or (rerun and rerun["significant"]))
     verdict = SubmissionStatus.DISCREPANCY if discrepancy else SubmissionStatus.VERIFIED
     regraded = count(CheckKind.REGRADE)
     replayed = count(CheckKind.REPLAY)
@@ -88,6 +95,9 @@ def verification_summary(job: VerificationJob) -> dict:
     if replayed:
         parts.append(f"{count(CheckKind.REPLAY, CheckStatus.MATCH)}/{replayed} replays reproduce"
                      + (f" ({len(not_replayable)} not replayable)" if not_replayable else ""))
+    if screened:
+        parts.append(f"reward-hacking screen: {len(screen_flagged)}/{screened} counted passes "
+                     "flagged")
     if rerun and rerun["ran"]:
         parts.append(f"re-run {rerun['rerun_success']}/{rerun['rerun_runs']} vs claimed "
                      f"{rerun['claimed_success']}/{rerun['claimed_runs']} "
@@ -100,6 +110,7 @@ def verification_summary(job: VerificationJob) -> dict:
                     "skipped": count(CheckKind.REGRADE, CheckStatus.SKIPPED)},
         "replay": {"checked": replayed, "mismatched_trials": replay_mismatch,
                    "not_replayable_trials": not_replayable},
+        "screen": {"checked": screened, "flagged_trials": screen_flagged},
         "rerun": rerun,
     }
 
@@ -120,6 +131,7 @@ def verification_progress(*, submission: Submission) -> dict:
                     or submission.trials.count()},
         "replay": {"done": done["replay"]},
         "rerun": {"done": done["rerun"]},
+        "screen": {"done": done["screen"]},
         "verdict": job.verdict,
         "summary": job.summary,
     }
