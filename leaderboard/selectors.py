@@ -12,6 +12,7 @@ from django.db.models import F, Prefetch, Q, QuerySet
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from evaluation import screen as screen_rules
 from evaluation.models import BenchmarkTask, BenchmarkVersion, Category
 from leaderboard.filters import EntryFilters, EntryFilterSet
 from leaderboard.models import (
@@ -369,3 +370,9 @@ def trial_count(
     """How many rows trial_rows yields for the same arguments. One query (a subquery)."""
     sub_ids = _entries(benchmark_version, filters).values("submission_id")
     return Trial.objects.filter(submission_id__in=sub_ids).count()
+
+
+def screen_rules_described() -> dict:
+    """The reward-hacking screen's rules and evidence sources, for the methods page (no query:
+    the rules are a file, evaluation/screen_rules.toml)."""
+    return {"screen": screen_rules.load_rules(), "screen_sources": screen_rules.SOURCES}

@@ -236,7 +236,7 @@ def show_agent(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def show_methods(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/methods.html", {})
+    return render(request, "leaderboard/methods.html", selectors.screen_rules_described())
 
 
 @require_GET

@@ -41,8 +41,14 @@ def site_outcome(*, claimed: str, verified_reward: float | None,
     claimed infrastructure error is the site's to decide: it stays one (and leaves the
     denominator) only when the site confirmed it; otherwise it is a failure, or a pass if the
     site graded its output as one. Without a re-grade a claimed pass or failure stands (the
-    trial's verification level says so).
+    trial's verification level says so). A pass the reward-hacking screen flagged
+    (``screened``: a rule tripped and no maintainer cleared it) is a failure.
     """
+    outcome = _graded_outcome(claimed, verified_reward, infra_confirmed)
+    return Outcome.FAILED if screened and outcome == Outcome.PASSED else outcome
+
+
+def _graded_outcome(claimed: str, verified_reward: float | None, infra_confirmed: bool) -> str:
     if claimed == Outcome.INFRA_ERROR:
         if infra_confirmed:
             return Outcome.INFRA_ERROR

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from django.db.models import Prefetch, Q, QuerySet
 
-from submissions.models import Submission, SubmissionEvent, SubmissionStatus, Trial
+from evaluation import screen as screen_rules
+from submissions.models import (
+    CheckKind,
+    Submission,
+    SubmissionEvent,
+    SubmissionStatus,
+    Trial,
+    TrialCheck,
+)
 
 PUBLIC_STATUSES = (SubmissionStatus.PUBLISHED,)
 
@@ -95,3 +103,34 @@ def trial_neighbours(*, trial: Trial) -> tuple[Trial | None, Trial | None]:
     found = {t.pk: t for t in Trial.objects.filter(pk__in=[prev_pk, next_pk])
              .select_related("benchmark_task")}
     return found.get(prev_pk), found.get(next_pk)
+
+
+def screen_findings(*, submission: Submission, trial: Trial | None = None) -> list[dict]:
+    """What the reward-hacking screen found on this submission's trials (or one trial): each
+    flagged or cleared trial with its rules (id, title), the evidence of its latest screen and
+    the maintainer's clearance. Public wherever the trial is. Three queries."""
+    trials = submission.trials.exclude(screen_hits=[]).select_related(
+        "benchmark_task", "screen_cleared_by").order_by(
+        "benchmark_task__position", "benchmark_task__name", "attempt")
+    if trial is not None:
+        trials = trials.filter(pk=trial.pk)
+    trials = list(trials)
+    latest: dict[int, TrialCheck] = {}
+    for check in TrialCheck.objects.filter(trial__in=trials, kind=CheckKind.SCREEN).order_by(
+            "created_at", "pk"):
+        latest[check.trial_id] = check
+    rules = screen_rules.load_rules()
+    out = []
+    for t in trials:
+        check = latest.get(t.pk)
+        hits = (check.detail or {}).get("hits", []) if check is not None else []
+        out.append({
+            "trial": t,
+            "rules": [{"id": r, "title": rules.get(r).title if rules.get(r) else "(retired rule)",
+                       "cleared": r in (t.screen_cleared or []),
+                       "evidence": [h for h in hits if h.get("rule") == r]}
+                      for r in t.screen_hits],
+            "open": t.screen_open,
+            "rules_version": (check.detail or {}).get("rules_version", "") if check else "",
+        })
+    return out

@@ -18,11 +18,16 @@ from django.utils import timezone
 from submissions.models import (
     ApiToken,
     DailyQuota,
+    CheckKind,
+    CheckStatus,
+    Outcome,
     Submission,
     SubmissionEvent,
     SubmissionStatus,
     Trial,
+    TrialCheck,
     VerificationLevel,
+    site_outcome,
 )
 from submissions.signals import published_set_changed
 from submissions.states import InvalidTransition, SubmissionError, submission_transition
@@ -33,7 +38,7 @@ from submissions.trials import (
     trial_screen_clear,
     trial_screen_record,
 )
-from submissions.verification import verification_enqueue
+from submissions.verification import screen_trial, verification_enqueue
 
 # Re-exported: callers import the domain errors, the state machine and the trial writes here.
 __all__ = ["InvalidTransition", "SubmissionError", "submission_coverage_record",
@@ -236,3 +241,50 @@ def screen_result_apply(*, trial: Trial, hits: list[str], actor=None, note: str 
                       + (f" ({note})" if note else ""))[:5000])
             _published_changed(submission)
     return trial
+
+
+RESCREENABLE = (SubmissionStatus.VERIFIED, SubmissionStatus.CHECKED,
+                SubmissionStatus.DISCREPANCY, SubmissionStatus.PUBLISHED)
+
+
+def submission_rescreen(*, submission: Submission, actor=None) -> dict:
+    """Apply the current rules to a verified (or published) submission's counted passes, from
+    their stored trajectories and their last replay's activity (``manage.py screen_trials``,
+    after a maintainer added a rule). Each result replaces the screen row of the submission's
+    last job; flags, outcomes, the audit log and a published submission's aggregates follow
+    (screen_result_apply). Returns {"screened", "flagged", "changed"}."""
+    job = submission.verification_jobs.order_by("-created_at").first()
+    if submission.status not in RESCREENABLE or job is None:
+        raise SubmissionError(f"submission {submission.pk} ({submission.status}) has no finished "
+                              "verification to screen again")
+    harness = submission.agent.harness.slug
+    report = {"screened": 0, "flagged": 0, "changed": 0}
+    for trial in submission.trials.select_related("benchmark_task", "submission"):
+        if site_outcome(claimed=trial.claimed_outcome, verified_reward=trial.verified_reward,
+                        infra_confirmed=trial.infra_confirmed) != Outcome.PASSED:
+            continue
+        replay = TrialCheck.objects.filter(trial=trial, kind=CheckKind.REPLAY).order_by(
+            "-created_at").first()
+        activity = (replay.detail or {}).get("activity") if replay is not None else None
+        rules, hits, evidence, _traj = screen_trial(trial, harness=harness, activity=activity)
+        tripped = sorted({h.rule for h in hits}, key=lambda r: (len(r), r))
+        before = trial.screen_open
+        with transaction.atomic():
+            values = {"status": CheckStatus.MISMATCH if tripped else CheckStatus.MATCH,
+                      "flags": [f"reward_hack:{r}" for r in tripped],
+                      "reason": "; ".join(f"{h.rule}: {h.source}: {h.excerpt}" for h in hits),
+                      "detail": {"rules_version": rules.version,
+                                 "rules": [r.id for r in rules.rules],
+                                 "hits": [h.as_dict() for h in hits],
+                                 "evidence_items": len(evidence), "rescreen": True},
+                      "grader_version": rules.version, "benchmark_task": trial.benchmark_task}
+            TrialCheck.objects.update_or_create(
+                job=job, trial=trial, kind=CheckKind.SCREEN,
+                defaults={**values, "executions": F("executions") + 1},
+                create_defaults={**values, "job_attempt": job.attempt})
+            trial = screen_result_apply(trial=trial, hits=tripped, actor=actor,
+                                        note=f"rules {rules.version}")
+        report["screened"] += 1
+        report["flagged"] += bool(trial.screen_open)
+        report["changed"] += trial.screen_open != before
+    return report

@@ -14,6 +14,8 @@ urlpatterns = [
     path("submit/", views.submit_agent, name="submit"),
     path("pricing/", views.show_pricing, name="pricing"),
     path("submissions/<int:pk>/", views.show_submission, name="submission-status"),
+    path("submissions/<int:pk>/trials/<int:trial_pk>/clear-screen/", views.clear_screen_flag,
+         name="screen-clear"),
     path("submissions/<int:pk>/<slug:action>/", views.moderate_submission,
          name="submission-moderate"),
     path("moderation/", views.list_moderation, name="moderation"),

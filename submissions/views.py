@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from submissions import selectors, services
@@ -154,6 +155,7 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "trials": selectors.trial_list(submission=submission),
         "reason_form": ReasonForm(), "statuses": SubmissionStatus,
         "verification": verification_progress(submission=submission),
+        "screen": selectors.screen_findings(submission=submission),
     })
 
 
@@ -209,7 +211,26 @@ def show_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> HttpRespons
         steps = None
     previous, following = selectors.trial_neighbours(trial=trial)
     return render(request, "submissions/trajectory.html", {
-        "trial": trial, "steps": steps, "previous": previous, "next": following})
+        "trial": trial, "steps": steps, "previous": previous, "next": following,
+        "screen": selectors.screen_findings(submission=trial.submission, trial=trial),
+        "reason_form": ReasonForm()})
+
+
+@staff_required
+@require_POST
+def clear_screen_flag(request: HttpRequest, pk: int, trial_pk: int) -> HttpResponse:
+    """A maintainer clears a trial's reward-hacking flags with a written reason."""
+    trial = selectors.trial_get_for_user(user=request.user, submission_pk=pk, trial_pk=trial_pk)
+    if trial is None:
+        raise Http404("no such trial")
+    try:
+        services.screen_flag_clear(trial=trial, actor=request.user,
+                                   reason=ReasonForm(request.POST).data.get("reason", ""))
+    except services.SubmissionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, "Reward-hacking flag cleared; the trial counts by its grade again.")
+    return redirect(f"{reverse('submission-status', kwargs={'pk': pk})}#screen")
 
 
 @require_GET

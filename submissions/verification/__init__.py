@@ -27,6 +27,9 @@ Checks (each configurable in settings, VERIFICATION_*):
   replay   the trajectory's recorded tool calls run in a fresh agent container, the result is
            graded; a grade different from the submitted output's -> `replay_mismatch`; an
            unknown tool -> `not_replayable` (reported, not hidden).
+  screen   the reward-hacking screen (evaluation/screen.py, rules in evaluation/screen_rules.toml)
+           on every counted pass, after the replay: a tripped rule flags the trial and counts it
+           as a failure until a maintainer clears it (submissions.services.screen_flag_clear).
   rerun    the site runs the submission's agent (oracle, nop, command agents) on a sample of
            tasks; re-run vs claimed success on the same tasks, two-sided Fisher exact test.
 """
@@ -41,6 +44,7 @@ from submissions.verification.checks import (
     load_trajectory,
     materialize_outputs,
     outputs_digest,
+    screen_trial,
     task_dir_of,
 )
 from submissions.verification.jobs import (
@@ -64,7 +68,7 @@ __all__ = [
     "FLAG_NOT_REPLAYABLE", "FLAG_REGRADE", "FLAG_REPLAY", "MAX_TRAJECTORY_BYTES", "REAPER_LOCK",
     "VERIFICATION_FLAGS", "VERIFY_TASK", "LeaseLost", "fisher_exact_two_sided", "grader_version",
     "job_config", "load_trajectory", "materialize_outputs", "outputs_digest",
-    "reap_stuck_submissions", "rerun_statistics", "run_prefix", "task_dir_of",
+    "reap_stuck_submissions", "rerun_statistics", "run_prefix", "screen_trial", "task_dir_of",
     "verification_enqueue", "verification_progress", "verification_publish", "verification_run",
     "verification_summary", "worker_identity",
 ]

@@ -182,6 +182,19 @@ def job_config() -> dict:
     }
 
 
+def screen_trial(trial: Trial, *, harness: str, activity: dict | None):
+    """The reward-hacking screen of one trial: (rules, hits, evidence, trajectory) from its
+    stored trajectory, its replay's container activity and its task's hidden answer files."""
+    rules = screen_rules.load_rules()
+    trajectory = load_trajectory(trial)
+    evidence = (screen_rules.trajectory_evidence(trajectory)
+                + screen_rules.activity_evidence(activity))
+    hits = screen_rules.screen(
+        evidence, rules=rules, harness=harness,
+        hidden_texts=screen_rules.hidden_texts_of(task_dir_of(trial.benchmark_task)))
+    return rules, hits, evidence, trajectory
+
+
 @dataclass
 class _Result:
     status: str
@@ -415,16 +428,11 @@ class _Checks:
         if site_outcome(claimed=t.claimed_outcome, verified_reward=t.verified_reward,
                         infra_confirmed=t.infra_confirmed) != Outcome.PASSED:
             return
-        rules = screen_rules.load_rules()
-        trajectory = load_trajectory(trial)
         replay = TrialCheck.objects.filter(job=self.job, trial=trial,
                                            kind=CheckKind.REPLAY).first()
         activity = (replay.detail or {}).get("activity") if replay is not None else None
-        evidence = (screen_rules.trajectory_evidence(trajectory)
-                    + screen_rules.activity_evidence(activity))
-        hits = screen_rules.screen(
-            evidence, rules=rules, harness=self.sub.agent.harness.slug,
-            hidden_texts=screen_rules.hidden_texts_of(task_dir_of(trial.benchmark_task)))
+        rules, hits, evidence, trajectory = screen_trial(
+            trial, harness=self.sub.agent.harness.slug, activity=activity)
         tripped = sorted({h.rule for h in hits}, key=lambda r: (len(r), r))
         reason = "; ".join(
             f"{h.rule} {rules.get(h.rule).title.lower()}: {h.source}"
