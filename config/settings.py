@@ -309,6 +309,21 @@ VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
 # are built in. API keys named in "env" are read from VERIFICATION_AGENT_SECRETS.
 VERIFICATION_COMMAND_AGENTS = env.json("VERIFICATION_COMMAND_AGENTS", default={})
 VERIFICATION_AGENT_SECRETS = env.json("VERIFICATION_AGENT_SECRETS", default={})
+# Re-run through the real Harbor CLI (evaluation/runner/harbor.py). Harbor agents the site runs,
+# by harness slug, with the harness versions it accepts (empty list: any): only harnesses that
+# run on the worker and drive the task container from outside (its network is none).
+VERIFICATION_HARBOR_AGENTS = env.json("VERIFICATION_HARBOR_AGENTS",
+                                      default={"terminus-2": ["2.0.0"]})
+# The site's model endpoints, by the submission's model name (JSON): {"openai/gpt-5":
+# {"base_url": "https://...", "key_env": "OPENAI_API_KEY", "key_secret": "OPENAI_API_KEY",
+# "model": "openai/gpt-5"}}. The key is VERIFICATION_AGENT_SECRETS[key_secret], given to Harbor
+# as the environment variable key_env; "model" (optional) is the name Harbor is given. A model
+# with no entry is not re-run: endpoints and keys never come from a submission.
+VERIFICATION_RERUN_MODEL_ENDPOINTS = env.json("VERIFICATION_RERUN_MODEL_ENDPOINTS", default={})
+# The pinned Harbor CLI's venv (scripts/harbor-venv) and the wall-clock cap of one harbor run
+# (0: the task's agent timeout plus 15 minutes).
+HARBOR_VENV = env.str("HARBOR_VENV", default=str(BASE_DIR / ".venv-harbor"))
+VERIFICATION_HARBOR_TIMEOUT_S = env.float("VERIFICATION_HARBOR_TIMEOUT_S", default=0.0)
 # Stand-in X-ray judge served to the verifier over an internal network (dev and tests); empty
 # means the task's judge URL must be reachable from the verifier (see the README).
 VERIFICATION_JUDGE_STANDIN = env.str("VERIFICATION_JUDGE_STANDIN", default="")

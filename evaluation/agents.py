@@ -1,4 +1,4 @@
-"""Agents the site itself can run (re-run check): oracle, nop, replay and command agents.
+"""Agents the site itself can run (re-run check): oracle, nop, replay, command and Harbor agents.
 
     oracle   copies the task's solution/ to /solution and runs solve.sh (Harbor's oracle)
     nop      runs nothing (Harbor's nop): the task's initial state is graded
@@ -8,6 +8,12 @@
              "env": ["OPENAI_API_KEY", ...]}; the template may use {instruction_file} and
              {workdir}; keys named in "env" come from settings VERIFICATION_AGENT_SECRETS.
              This is how harness agents (codex, claude-code, copilot-cli) are described.
+    harbor   a Harbor harness run by the real Harbor CLI (evaluation/runner/harbor.py) with the
+             submission's harness, model and agent kwargs, for harnesses in settings
+             VERIFICATION_HARBOR_AGENTS at an accepted version, and a model with an entry in
+             VERIFICATION_RERUN_MODEL_ENDPOINTS (the site's endpoint and key, never the
+             submission's). Only harnesses that drive the task container from the worker
+             (terminus-2) are listed: the task container has no network at all.
 
 Every agent runs through runner.run_agent: a fresh task container with the task's limits, no
 network, no capabilities, a non-root user; the hidden answers never enter it. A command agent
@@ -20,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -31,18 +38,56 @@ BUILTIN = ("oracle", "nop", "replay")
 
 @dataclasses.dataclass(frozen=True)
 class SiteAgent:
-    kind: str  # oracle | nop | replay | command
+    kind: str  # oracle | nop | replay | command | harbor
     name: str
     install: str = ""
     run: str = ""
     env_keys: tuple[str, ...] = ()
+    # harbor: the submission's model and agent kwargs (endpoint kwargs dropped when run)
+    model: str = ""
+    kwargs: dict = dataclasses.field(default_factory=dict, hash=False, compare=False)
+    version: str = ""
 
 
-def site_agent_for(harness_slug: str) -> SiteAgent | None:
-    """The agent the site runs for a submission of this harness, or None (not runnable here)."""
+@dataclasses.dataclass(frozen=True)
+class ModelEndpoint:
+    """The site's endpoint for a model (settings), with the key from the secret settings."""
+
+    model: str  # the name Harbor is given
+    base_url: str
+    env: dict = dataclasses.field(default_factory=dict, hash=False, compare=False, repr=False)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base_url).netloc
+
+
+def model_endpoint(model: str) -> tuple[ModelEndpoint | None, str]:
+    """The site's endpoint for `model`, or None and why not."""
+    spec = (settings.VERIFICATION_RERUN_MODEL_ENDPOINTS or {}).get(model or "")
+    if not spec or not spec.get("base_url"):
+        return None, (f"the site has no endpoint for model {model!r} "
+                      "(VERIFICATION_RERUN_MODEL_ENDPOINTS)")
+    env = {}
+    key_env = str(spec.get("key_env") or "")
+    if key_env:
+        secret_name = str(spec.get("key_secret") or key_env)
+        secrets = settings.VERIFICATION_AGENT_SECRETS or {}
+        if secret_name not in secrets:
+            return None, (f"the key {secret_name!r} for model {model!r} is not in the secret "
+                          "settings (VERIFICATION_AGENT_SECRETS)")
+        env[key_env] = str(secrets[secret_name])
+    return ModelEndpoint(model=str(spec.get("model") or model),
+                         base_url=str(spec["base_url"]), env=env), ""
+
+
+def resolve_site_agent(
+    harness_slug: str, *, harness_version: str = "", agent_settings: dict | None = None
+) -> tuple[SiteAgent | None, str]:
+    """The agent the site runs for a submission of this harness, or None and why not."""
     slug = (harness_slug or "").strip().lower()
     if slug in ("oracle", "nop"):
-        return SiteAgent(kind=slug, name=slug)
+        return SiteAgent(kind=slug, name=slug), ""
     spec = (settings.VERIFICATION_COMMAND_AGENTS or {}).get(slug)
     if spec:
         return SiteAgent(
@@ -51,8 +96,44 @@ def site_agent_for(harness_slug: str) -> SiteAgent | None:
             install=str(spec.get("install") or ""),
             run=str(spec.get("run") or ""),
             env_keys=tuple(spec.get("env") or ()),
-        )
-    return None
+        ), ""
+    agent_settings = agent_settings or {}
+    harbor_agents = settings.VERIFICATION_HARBOR_AGENTS or {}
+    name = str(agent_settings.get("harbor_agent") or slug).strip().lower()
+    if name in harbor_agents or slug in harbor_agents:
+        name = name if name in harbor_agents else slug
+        accepted = [str(v) for v in harbor_agents[name] or []]
+        if accepted and harness_version not in accepted:
+            return None, (f"the site runs {name} at {', '.join(accepted)} (Harbor "
+                          f"{runner.harbor_version() or '?'}); the submission used "
+                          f"{harness_version or 'an unstated version'}")
+        model = str(agent_settings.get("model_name") or "")
+        endpoint, why = model_endpoint(model)
+        if endpoint is None:
+            return None, why
+        return SiteAgent(kind="harbor", name=name, model=model,
+                         kwargs=dict(agent_settings.get("kwargs") or {}),
+                         version=harness_version), ""
+    return None, (f"the site cannot run harness {slug!r} (configure VERIFICATION_COMMAND_AGENTS "
+                  "or VERIFICATION_HARBOR_AGENTS)")
+
+
+def site_agent_for(harness_slug: str, **kw) -> SiteAgent | None:
+    """The agent the site runs for a submission of this harness, or None (not runnable here)."""
+    return resolve_site_agent(harness_slug, **kw)[0]
+
+
+def run_harbor_agent(agent: SiteAgent, task_dir: Path, *, job_id: str, attempt: int,
+                     attempts: int, work_dir: Path) -> runner.HarborJob:
+    """`attempts` trials of a Harbor agent on one task, by the real Harbor CLI, against the
+    site's endpoint for the submission's model; outputs under each trial's artifacts_dir."""
+    endpoint, why = model_endpoint(agent.model)
+    if endpoint is None:
+        raise ValueError(why)
+    return runner.harbor_run(
+        task_dir, agent=agent.name, model=endpoint.model, base_url=endpoint.base_url,
+        agent_kwargs=agent.kwargs, secret_env=endpoint.env, attempts=attempts,
+        work_dir=work_dir, job_label=job_id, attempt=attempt)
 
 
 def _run_oracle(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:

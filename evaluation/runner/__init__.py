@@ -38,6 +38,8 @@ Modules (import the package, `from evaluation import runner`, and use the names 
   phases     run_agent, run_verifier, the judge stand-in
   reaper     reap_stale, reap_job_prefix
   sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
+  harbor     the real Harbor CLI as a subprocess (re-run of Harbor harnesses): the only code
+             that starts Harbor; task container on network none, the site's endpoint and key
   cli        `python -m evaluation.runner build-task-images [task_dir ...] | status | reap`
              (scripts/build-images runs it after building the base image)
 Only the Docker SDK's public API is used (containers, images, volumes, networks, and the low-level
@@ -61,6 +63,15 @@ from evaluation.runner.engine import (
     client,
     engine_status,
     reset_client,
+)
+from evaluation.runner.harbor import (
+    ENDPOINT_KWARGS,
+    HarborJob,
+    HarborTrial,
+    harbor_problem,
+    harbor_run,
+    harbor_version,
+    site_kwargs,
 )
 from evaluation.runner.images import (
     TASK_DIGEST_LABEL,
@@ -112,6 +123,8 @@ __all__ = [
     "LABEL_PURPOSE", "LOGS_TMPFS_MB", "MAX_TMPFS_MB", "POLL_S", "REASON_OOM", "REASON_PIDS",
     "REASON_TIMEOUT", "TASK_DIGEST_LABEL", "TASK_IMAGE_REPO", "TMP_TMPFS_MB", "TRUNCATION_MARKER",
     "AgentRun", "ContainerRun", "ExecResult", "ImageBuildError", "InfrastructureError",
+    "ENDPOINT_KWARGS", "HarborJob", "HarborTrial", "harbor_problem", "harbor_run",
+    "harbor_version", "site_kwargs",
     "JudgeSpec", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
     "bare_docker_run", "build_task_image", "client", "declared_outputs", "discover_tasks",
     "engine_status", "ensure_base_image", "image_build", "image_exists", "image_size",

@@ -26,6 +26,7 @@ from django.db.models.functions import Greatest
 from evaluation import agents, runner
 from evaluation import screen as screen_rules
 from evaluation.replay import plan_from_trajectory
+from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.models import (
     CheckKind,
     CheckStatus,
@@ -297,7 +298,18 @@ class _Checks:
         if CheckKind.RERUN in checks:
             done = self._done(CheckKind.RERUN)
             todo = [(task, k) for task, k in self.rerun_sample() if (task.pk, k) not in done]
-            self._parallel(self.rerun, todo)
+            agent, _why = self.rerun_agent()
+            if agent is not None and agent.kind == "harbor":
+                # One `harbor run -k n` per task (Harbor runs its trials -n at a time itself),
+                # the tasks one after the other.
+                groups: dict[int, tuple] = {}
+                for task, k in todo:
+                    groups.setdefault(task.pk, (task, []))[1].append(k)
+                for group in groups.values():
+                    self._guard()
+                    self.rerun_harbor(agent, group)
+            else:
+                self._parallel(self.rerun, todo)
 
     def _progress(self):
         n = TrialCheck.objects.filter(job=self.job, kind=CheckKind.REGRADE).count()
@@ -462,16 +474,22 @@ class _Checks:
         return [(task, i) for task in chosen
                 for i in range(max(1, int(self.config["rerun_attempts"])))]
 
+    def rerun_agent(self) -> tuple:
+        a = self.sub.agent
+        return agents.resolve_site_agent(a.harness.slug, harness_version=a.harness_version or "",
+                                         agent_settings=a.settings or {})
+
+    def _claimed_rate(self, task) -> float:
+        claimed_trials = [t for t in self.trials if t.benchmark_task_id == task.pk]
+        return sum(1 for t in claimed_trials if t.claimed_success) / max(1, len(claimed_trials))
+
     def rerun(self, item):
         task, k = item
-        claimed_trials = [t for t in self.trials if t.benchmark_task_id == task.pk]
-        claimed = sum(1 for t in claimed_trials if t.claimed_success) / max(1, len(claimed_trials))
-        agent = agents.site_agent_for(self.sub.agent.harness.slug)
+        claimed = self._claimed_rate(task)
+        agent, why = self.rerun_agent()
         if agent is None:
             self._record(CheckKind.RERUN, task=task, sample_index=k, res=_Result(
-                CheckStatus.NOT_RUNNABLE, claimed_reward=claimed,
-                reason=f"the site cannot run harness {self.sub.agent.harness.slug!r} "
-                       "(configure VERIFICATION_COMMAND_AGENTS)"))
+                CheckStatus.NOT_RUNNABLE, claimed_reward=claimed, reason=why))
             return
         task_dir = task_dir_of(task)
         t0 = time.time()
@@ -488,3 +506,47 @@ class _Checks:
             reason=run.result.reason, detail={"agent": agent.name, "kind": agent.kind,
                                               "log_tail": run.result.text[-2000:]},
             grader_version=grader_version(task_dir), duration_s=time.time() - t0))
+
+    def rerun_harbor(self, agent, group) -> None:
+        """Re-run one task len(ks) times with the real Harbor CLI; grade each trial's outputs
+        with the site's verifier, like a re-grade."""
+        task, ks = group
+        claimed = self._claimed_rate(task)
+        task_dir = task_dir_of(task)
+        with tempfile.TemporaryDirectory(prefix="hab-harbor-") as tmp:
+            hb = agents.run_harbor_agent(agent, task_dir, job_id=self._job_id(f"k{task.pk}-hb"),
+                                         attempt=self.job.attempt, attempts=len(ks),
+                                         work_dir=Path(tmp))
+            # Only what the agent is known to cause (its timeout, its errors) is graded as its
+            # failure; anything else (tmux, Docker, the site's endpoint) is the site's problem:
+            # retried, never scored.
+            infra = [t for t in hb.trials if t.exception_type
+                     and t.exception_type not in AGENT_EXCEPTIONS | TIMEOUT_EXCEPTIONS]
+            graded = [t for t in hb.trials if t not in infra]
+            per_trial_s = hb.seconds / max(1, len(hb.trials))
+            for k, trial in zip(ks, graded, strict=False):
+                t0 = time.time()
+                v = self.grade_outputs(None, task_dir, trial.artifacts_dir, f"k{task.pk}-{k}-rr")
+                grade_s = time.time() - t0
+                reward = v.reward if v.reward is not None else 0.0
+                reason = f"{trial.exception_type}: {trial.exception_message}".strip(": ") \
+                    if trial.exception_type else ""
+                self._record(CheckKind.RERUN, task=task, sample_index=k, res=_Result(
+                    CheckStatus.MATCH if reward >= 1.0 else CheckStatus.MISMATCH,
+                    verified_reward=reward, claimed_reward=claimed, reproduced=reward >= 1.0,
+                    reason=reason[:2000], detail={
+                        "agent": agent.name, "kind": agent.kind, "model": agent.model,
+                        "harness_version": agent.version, "agent_version": trial.agent_version,
+                        "harbor_version": runner.harbor_version(),
+                        "dropped_kwargs": runner.site_kwargs(agent.kwargs)[1],
+                        "harbor_trial": trial.name, "trial_s": trial.seconds,
+                        "agent_s": trial.agent_seconds,
+                        "harbor_job_s": hb.seconds, "harbor_trials": len(hb.trials),
+                        "grade_s": grade_s, "log_tail": hb.log_tail[-2000:]},
+                    grader_version=grader_version(task_dir),
+                    duration_s=per_trial_s + grade_s))
+        if len(graded) < len(ks):  # the rest are retried with the job (done ones are kept)
+            why = "; ".join(f"{t.exception_type}: {t.exception_message[:300]}" for t in infra)
+            raise runner.InfrastructureError(
+                f"harbor re-run of {task.name}: {len(ks) - len(graded)} of {len(ks)} trials "
+                f"ended without a result the site can grade ({why or hb.log_tail[-500:]})")

@@ -1,0 +1,278 @@
+"""The real Harbor CLI, driven as a subprocess: the only code of the project that starts Harbor.
+
+The re-run check (submissions/verification/checks.py, through evaluation/agents.py) asks for
+`harbor run` of one of the site's task packages with a submission's harness, model and agent
+kwargs. This module builds that command line, runs the pinned CLI (`scripts/harbor-venv`,
+settings.HARBOR_VENV) in a private environment and reads what Harbor wrote.
+
+What the site controls, whatever the submission says:
+
+* The model endpoint and its key. `api_base` and every other endpoint or credential kwarg of the
+  submission are dropped (ENDPOINT_KWARGS); the base URL comes from settings
+  VERIFICATION_RERUN_MODEL_ENDPOINTS and the key from the secret settings, passed to Harbor in
+  its environment (never on the command line, never written to the job directory by us).
+* Egress. Only harnesses that run on the worker and drive the task container from outside
+  (terminus-2: it talks to the model itself and types into tmux in the container) are run here.
+  An overlay compose file puts the task container on `network_mode: none`, so the commands the
+  model chooses run with no network at all; the model endpoint is reached by Harbor's own process
+  on the worker, i.e. by the site, not by agent code.
+* The environment of the Harbor process: PATH, a private HOME, DOCKER_CONFIG (Compose v2 from the
+  venv), DOCKER_HOST, no telemetry, LiteLLM's local price map, and the endpoint's key. Nothing
+  else of the worker's environment (database URL, secret key) reaches it.
+* Cleanup. The task container carries the runner's labels (app, job, attempt, expires), so
+  `reap_job_prefix` / `reap_stale` remove what a killed Harbor left behind.
+* The outputs: Harbor's own verifier is disabled and the declared outputs are collected with
+  `--artifact`; the caller grades them with run_verifier like every other output (same grader,
+  same judge, hidden answers never in the agent's container).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+
+from evaluation.runner.engine import (
+    APP_LABEL,
+    LABEL_APP,
+    LABEL_ATTEMPT,
+    LABEL_EXPIRES,
+    LABEL_JOB,
+    LABEL_PURPOSE,
+    InfrastructureError,
+    _safe_name,
+)
+from evaluation.runner.limits import declared_outputs, load_task_toml
+
+# Agent kwargs that choose where the model is or how it authenticates: never from a submission.
+ENDPOINT_KWARGS = frozenset({
+    "api_base", "base_url", "api_key", "llm_kwargs", "llm_call_kwargs", "extra_env",
+    "llm_backend", "session_id_headers", "use_responses_api",
+})
+LOG_TAIL_BYTES = 8000
+
+
+@dataclasses.dataclass
+class HarborTrial:
+    name: str
+    trial_dir: Path
+    exception_type: str | None
+    exception_message: str
+    agent_name: str
+    agent_version: str
+    model_name: str
+    seconds: float | None  # the trial, start to end (environment, agent, teardown)
+    agent_seconds: float | None  # the agent's run alone
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """Where Harbor mirrors the collected container paths (artifacts/workspace/...)."""
+        return self.trial_dir / "artifacts"
+
+
+@dataclasses.dataclass
+class HarborJob:
+    cmd: list[str]
+    returncode: int | None
+    seconds: float
+    job_dir: Path
+    trials: list[HarborTrial]
+    log_tail: str
+    timed_out: bool = False
+
+
+def harbor_bin() -> Path:
+    return Path(settings.HARBOR_VENV) / "bin" / "harbor"
+
+
+def harbor_problem() -> str:
+    """Why Harbor cannot run on this worker ("" when it can)."""
+    exe = harbor_bin()
+    if not exe.is_file() or not os.access(exe, os.X_OK):
+        return f"the Harbor CLI is not installed at {exe} (run scripts/harbor-venv)"
+    plugin = Path(settings.HARBOR_VENV) / "docker-config" / "cli-plugins" / "docker-compose"
+    if not plugin.exists():
+        return f"Docker Compose v2 is missing at {plugin} (run scripts/harbor-venv)"
+    return ""
+
+
+def harbor_version() -> str:
+    """The pinned Harbor's version (from its venv's metadata, without starting the CLI)."""
+    venv = Path(settings.HARBOR_VENV)
+    for meta in sorted(venv.glob("lib/python*/site-packages/harbor-*.dist-info/METADATA")):
+        for line in meta.read_text(errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+def site_kwargs(kwargs: dict | None) -> tuple[dict, list[str]]:
+    """The submission's agent kwargs without endpoint/credential ones; and the dropped names."""
+    kwargs = dict(kwargs or {})
+    dropped = sorted(k for k in kwargs if k in ENDPOINT_KWARGS)
+    return {k: v for k, v in kwargs.items() if k not in ENDPOINT_KWARGS}, dropped
+
+
+def _overlay(job_label: str, attempt: int, lifetime_s: float) -> str:
+    """Compose overlay: no network for the task container, and the runner's labels."""
+    labels = {
+        LABEL_APP: APP_LABEL,
+        LABEL_PURPOSE: "harbor",
+        LABEL_JOB: job_label,
+        LABEL_ATTEMPT: str(attempt),
+        LABEL_EXPIRES: str(int(time.time() + lifetime_s)),
+    }
+    # JSON is YAML: no YAML library needed, and no quoting surprises.
+    return json.dumps({"services": {"main": {"network_mode": "none", "labels": labels}}},
+                      indent=2)
+
+
+def _process_env(home: Path, secret_env: dict[str, str]) -> dict[str, str]:
+    venv = Path(settings.HARBOR_VENV)
+    env = {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(home),
+        "DOCKER_CONFIG": str(venv / "docker-config"),
+        "HARBOR_TELEMETRY": "0",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "NO_COLOR": "1",
+        "COLUMNS": "160",
+        "PYTHONWARNINGS": "ignore",
+        "LANG": "C.UTF-8",
+    }
+    if settings.DOCKER_HOST:
+        env["DOCKER_HOST"] = settings.DOCKER_HOST
+    env.update({k: str(v) for k, v in secret_env.items()})
+    return env
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Interrupt Harbor (it tears its containers down on SIGINT), then kill its process group."""
+    for sig, grace in ((signal.SIGINT, 60), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _read_trials(job_dir: Path) -> list[HarborTrial]:
+    trials = []
+    if not job_dir.is_dir():
+        return trials
+    for d in sorted(p for p in job_dir.iterdir() if (p / "result.json").is_file()):
+        try:
+            r = json.loads((d / "result.json").read_text())
+        except ValueError:
+            continue
+        exc = r.get("exception_info") or {}
+        info = r.get("agent_info") or {}
+        model = (info.get("model_info") or {}) if isinstance(info, dict) else {}
+        agent_exec = r.get("agent_execution") or {}
+        trials.append(HarborTrial(
+            name=d.name, trial_dir=d,
+            exception_type=exc.get("exception_type") or None,
+            exception_message=str(exc.get("exception_message") or "")[:2000],
+            agent_name=str(info.get("name") or ""), agent_version=str(info.get("version") or ""),
+            model_name=str(model.get("name") or ""),
+            seconds=_span(r.get("started_at"), r.get("finished_at")),
+            agent_seconds=_span(agent_exec.get("started_at"), agent_exec.get("finished_at"))))
+    return trials
+
+
+def _span(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    except ValueError:
+        return None
+
+
+def harbor_run(
+    task_dir: Path,
+    *,
+    agent: str,
+    model: str,
+    base_url: str,
+    agent_kwargs: dict | None,
+    secret_env: dict[str, str],
+    attempts: int,
+    work_dir: Path,
+    job_label: str,
+    attempt: int = 1,
+    timeout_s: float | None = None,
+) -> HarborJob:
+    """`harbor run` of one task package with `attempts` trials of `agent` on `model`.
+
+    Raises InfrastructureError when Harbor cannot start or ends without any trial result (the
+    verification job retries); per-trial agent errors are reported in HarborJob.trials.
+    """
+    problem = harbor_problem()
+    if problem:
+        raise InfrastructureError(problem)
+    task_dir = Path(task_dir).resolve()
+    work_dir = Path(work_dir)
+    (work_dir / "home").mkdir(parents=True, exist_ok=True)
+    jobs_dir = work_dir / "jobs"
+    job_name = "rerun"
+    kwargs, _dropped = site_kwargs(agent_kwargs)
+    kwargs["api_base"] = base_url
+    spec = load_task_toml(task_dir)
+    agent_timeout = float((spec.get("agent") or {}).get("timeout_sec") or 3600)
+    timeout_s = float(timeout_s or settings.VERIFICATION_HARBOR_TIMEOUT_S or agent_timeout + 900)
+    overlay = work_dir / "site-overlay.compose.json"
+    overlay.write_text(_overlay(_safe_name(job_label), attempt, timeout_s + 600))
+    cmd = [
+        str(harbor_bin()), "run", "-p", str(task_dir), "-a", agent, "-m", model,
+        "--env", "docker", "-o", str(jobs_dir), "--job-name", job_name,
+        "-k", str(max(1, attempts)),
+        "-n", str(max(1, min(attempts, settings.VERIFICATION_PARALLEL_TRIALS))),
+        "--extra-docker-compose", str(overlay), "--disable-verification", "-q", "-y",
+    ]  # fmt: skip
+    for path in declared_outputs(task_dir):
+        cmd += ["--artifact", path]
+    for key, value in sorted(kwargs.items()):
+        cmd += ["--ak", f"{key}={json.dumps(value)}"]
+    log_path = work_dir / "harbor.log"
+    t0 = time.monotonic()
+    timed_out = False
+    with log_path.open("w+b") as log:
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - the pinned harbor, argument list, no shell
+                cmd, cwd=work_dir, env=_process_env(work_dir / "home", secret_env),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise InfrastructureError(f"starting harbor: {exc}") from exc
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop(proc)
+        except BaseException:
+            _stop(proc)  # the job was cancelled (lease lost, worker shutting down)
+            raise
+        log.seek(0, os.SEEK_END)
+        size = log.tell()
+        log.seek(max(0, size - LOG_TAIL_BYTES))
+        tail = log.read().decode("utf-8", "replace")
+    job = HarborJob(cmd=cmd, returncode=proc.returncode, seconds=time.monotonic() - t0,
+                    job_dir=jobs_dir / job_name, trials=_read_trials(jobs_dir / job_name),
+                    log_tail=tail, timed_out=timed_out)
+    if not job.trials:
+        why = "timed out" if timed_out else f"exited with {proc.returncode}"
+        raise InfrastructureError(f"harbor run {why} without a trial result: {tail[-1500:]}")
+    return job
