@@ -26,7 +26,8 @@ agent: ``agent_config_missing``, ``agent_config_mixed``, ``agent_version_mixed``
 integrity: ``timeout_multiplier``, ``override`` (incl. a non-empty ``override_error_policy``),
 ``verifier_disabled``, ``retry_policy`` (the job config retries AgentTimeoutError or
 NonZeroAgentExitCodeError trials, i.e. best-of-n);
-evidence: ``trajectory_missing``, ``trajectory_invalid``, ``artifact_missing``;
+evidence: ``trajectory_missing`` (not for Harbor's own ``oracle`` and ``nop`` agents, which
+record none), ``trajectory_invalid``, ``artifact_missing``;
 claims: ``reward_mismatch``, ``cost_missing``, ``cost_missing_no_price``;
 infrastructure: ``infra_errors_too_many`` (more than ``max_infra_share`` of the trials claim an
 infrastructure error: the job is to be resumed, not uploaded with holes).
@@ -513,8 +514,23 @@ def _agent_worked(trial: ParsedTrial) -> bool:
         trial.input_tokens or trial.output_tokens)
 
 
+# Harbor's built-in reference agents write no ATIF trajectory: `oracle` runs the task's own
+# solution/solve.sh (it leaves agent/oracle.txt), `nop` runs nothing. The site runs both itself
+# (evaluation/agents.py), so a re-run, not a replay, is their evidence (verification's verdict
+# says which passes it covered).
+REFERENCE_AGENTS = frozenset({"oracle", "nop"})
+
+
+def _reference_agent(trial: ParsedTrial) -> bool:
+    agent = trial.agent
+    return (agent is not None and agent.name in REFERENCE_AGENTS and agent.import_path is None
+            and not agent.model_name)
+
+
 def _check_trajectory(root: Path, trial: ParsedTrial, problems: list[Problem]) -> None:
     if not _agent_worked(trial):
+        return
+    if trial.trajectory_path is None and _reference_agent(trial):
         return
     path = f"{trial.trial_dir}/agent/trajectory.json"
     if trial.trajectory_path is None:

@@ -650,6 +650,21 @@ def test_a_claimed_pass_needs_its_evidence_even_without_agent_timing(tmp_path, s
     assert [p.code for p in report.problems] == ["trajectory_missing"]
 
 
+def test_harbors_oracle_records_no_trajectory_and_needs_none(tmp_path, spec):
+    """Real `harbor run -a oracle` writes agent/oracle.txt and no trajectory.json (seen with
+    harbor 0.26.0): accepted, the site re-runs the oracle itself. A model agent still needs one."""
+    oracle = _build(tmp_path / "o", spec, agent="oracle", model=None)
+    for trial in oracle.all_trials():
+        (trial / "agent" / "trajectory.json").unlink(missing_ok=True)
+        (trial / "agent" / "oracle.txt").write_text("solve.sh ran\n")
+    assert validate_submission(tmp_path / "o", _meta(harness="oracle", agent_display_name="Oracle",
+                                                      harness_version="1.0.0"), spec).problems == []
+    codex = _build(tmp_path / "c", spec)
+    (codex.all_trials()[0] / "agent" / "trajectory.json").unlink()
+    report = validate_submission(tmp_path / "c", _meta(), spec)
+    assert [p.code for p in report.problems] == ["trajectory_missing"]
+
+
 HARBOR_CHECK = """
 import sys
 from pathlib import Path

@@ -19,9 +19,9 @@ def category(request) -> str:
 
 
 def pytest_ignore_collect(collection_path, config):
-    # The sync tests need the database; skip collecting them under `-p no:django`.
-    if collection_path.name == "test_sync_tasks.py" and not config.pluginmanager.hasplugin(
-            "django"):
+    # The sync and registry tests need the database; skip collecting them under `-p no:django`.
+    if collection_path.name in ("test_sync_tasks.py", "test_harbor_registry.py") and \
+            not config.pluginmanager.hasplugin("django"):
         return True
     return None
 

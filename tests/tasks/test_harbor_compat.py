@@ -15,150 +15,36 @@ The CT package is the fastest of the six that need no judge endpoint (about 20 s
 
 import json
 import os
-import signal
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.harbor_cli import HarborRun, harbor_environment, run_all
 
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "tasks" / "ct-abnormality-classification" / "synthetic_01"
-VENV = Path(os.environ.get("HARBOR_VENV", REPO / ".venv-harbor"))
 RUN_TIMEOUT_S = float(os.environ.get("HARBOR_RUN_TIMEOUT_S", "480"))
-VENV_TIMEOUT_S = 900  # a cold install with pip takes about 1 to 1.5 minutes here
-
-
-@dataclass
-class HarborRun:
-    agent: str
-    cmd: list[str]
-    returncode: int | None
-    output: str
-    seconds: float
-    job_dir: Path
-
-    def trials(self) -> list[Path]:
-        if not self.job_dir.is_dir():
-            return []
-        return sorted(p for p in self.job_dir.iterdir() if (p / "result.json").is_file())
-
-    def report(self) -> str:
-        """Harbor's output plus each trial's log and verifier output, for failure messages."""
-        parts = [
-            f"$ {' '.join(self.cmd)}",
-            f"exit {self.returncode} after {self.seconds:.0f} s",
-            self.output[-6000:],
-        ]
-        for trial in self.trials():
-            for rel in ("trial.log", "exception.txt", "verifier/test-stdout.txt"):
-                f = trial / rel
-                if f.is_file():
-                    parts.append(f"--- {trial.name}/{rel}\n{f.read_text(errors='replace')[-3000:]}")
-        return "\n".join(parts)
 
 
 @pytest.fixture(scope="module")
 def harbor_env(task_docker_engine):
     """Environment in which `harbor` is the pinned CLI and `docker compose` is Compose v2."""
-    t0 = time.monotonic()
-    try:
-        done = subprocess.run(  # noqa: S603 - the repository's own script
-            [str(REPO / "scripts" / "harbor-venv")],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=VENV_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"scripts/harbor-venv took over {VENV_TIMEOUT_S} s: {exc}", pytrace=False)
-    if done.returncode != 0:
-        pytest.fail(
-            f"scripts/harbor-venv failed (exit {done.returncode}):\n{done.stdout}{done.stderr}",
-            pytrace=False,
-        )
-    print(f"scripts/harbor-venv: {time.monotonic() - t0:.1f} s ({done.stdout.strip()})")
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-        DOCKER_CONFIG=str(VENV / "docker-config"),
-        # LiteLLM (imported by Harbor) otherwise tries to download its model price list, with
-        # retries, before the job ends; this machine has no route to it.
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        NO_COLOR="1",
-        COLUMNS="160",
-        PYTHONWARNINGS="ignore",
-    )
-    env.pop("VIRTUAL_ENV", None)
-    version = subprocess.run(  # noqa: S603
-        ["docker", "compose", "version"],  # noqa: S607 - the docker CLI Harbor will use
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert version.returncode == 0 and "v2." in version.stdout, (
-        f"`docker compose version` with DOCKER_CONFIG={env['DOCKER_CONFIG']}: "
-        f"{version.stdout}{version.stderr}"
-    )
-    return env
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Interrupt a timed-out harbor (it tears its containers down on SIGINT), then kill it."""
-    for sig, grace in ((signal.SIGINT, 60), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    return harbor_environment()
 
 
 @pytest.fixture(scope="module")
 def harbor_runs(harbor_env, tmp_path_factory) -> dict[str, HarborRun]:
     jobs_dir = tmp_path_factory.mktemp("harbor-jobs")
-    started = {}
+    cmds = {}
     for agent in ("oracle", "nop"):
         cmd = [
             "harbor", "run", "-p", str(TASK), "-a", agent, "--env", "docker",
             "-o", str(jobs_dir), "--job-name", f"compat-{agent}", "-n", "1", "-q", "-y",
         ]  # fmt: skip
-        log = (jobs_dir / f"{agent}.log").open("w+")
-        proc = subprocess.Popen(  # noqa: S603 - harbor from .venv-harbor, fixed arguments
-            cmd, cwd=jobs_dir, env=harbor_env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        started[agent] = (cmd, proc, log, time.monotonic())
-    runs = {}
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    for agent, (cmd, proc, log, t0) in started.items():
-        try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _stop(proc)
-            log.write(f"\n[test] harbor run -a {agent} killed after {RUN_TIMEOUT_S:.0f} s\n")
-        log.flush()
-        log.seek(0)
-        runs[agent] = HarborRun(
-            agent=agent,
-            cmd=cmd,
-            returncode=proc.returncode,
-            output=log.read(),
-            seconds=time.monotonic() - t0,
-            job_dir=jobs_dir / f"compat-{agent}",
-        )
-        log.close()
-        print(f"harbor run -a {agent}: exit {proc.returncode} in {runs[agent].seconds:.1f} s")
-    return runs
+        cmds[agent] = (cmd, jobs_dir / f"compat-{agent}")
+    return run_all(cmds, cwd=jobs_dir, env=harbor_env, timeout_s=RUN_TIMEOUT_S)
 
 
 def _only_trial(run: HarborRun) -> tuple[Path, dict]:
@@ -171,7 +57,7 @@ def _only_trial(run: HarborRun) -> tuple[Path, dict]:
     assert len(trials) == 1, f"expected one trial in {run.job_dir}, found {trials}\n{run.report()}"
     result = json.loads((trials[0] / "result.json").read_text())
     assert result["exception_info"] is None, f"{result['exception_info']}\n{run.report()}"
-    assert result["agent_info"]["name"] == run.agent, result["agent_info"]
+    assert result["agent_info"]["name"] == run.name, result["agent_info"]
     assert Path(result["config"]["task"]["path"]).resolve() == TASK, result["config"]["task"]
     return trials[0], result
 
