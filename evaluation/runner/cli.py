@@ -22,7 +22,7 @@ from evaluation.runner.engine import (
     InfrastructureError,
     engine_status,
 )
-from evaluation.runner.images import build_task_image
+from evaluation.runner.images import build_task_image, prune_task_images, task_image_tag
 from evaluation.runner.reaper import reap_stale
 
 
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="print engine_status() as JSON")
     r = sub.add_parser("reap", help="remove labelled containers older than --hours")
     r.add_argument("--hours", type=float, default=2.0)
+    sub.add_parser("prune-images", help="untag task images no configured task package uses")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
@@ -67,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "reap":
         print(json.dumps(reap_stale(timedelta(hours=args.hours)), indent=2))
+        return 0
+    if args.cmd == "prune-images":
+        keep = {task_image_tag(task) for task in discover_tasks()}
+        print(json.dumps({"kept": sorted(keep), "removed": prune_task_images(keep)}, indent=2))
         return 0
     tasks = args.task_dirs or discover_tasks()
     failures = 0

@@ -154,24 +154,32 @@ def build_task_image(task_dir: Path, *, force: bool = False) -> tuple[str, bool]
         labels={LABEL_APP: APP_LABEL, TASK_DIGEST_LABEL: tag.rsplit(":", 1)[1]},
         timeout_s=timeout,
     )
-    _prune_old_tags(tag)
     return tag, True
 
 
-def _prune_old_tags(current: str) -> None:
-    """Untag older digests of the same task image (an image a container still uses stays)."""
+def prune_task_images(keep: set[str], *, repos: set[str] | None = None) -> list[str]:
+    """Untag task images that no configured task package uses any more: every tag of the given
+    repositories (default: every hab-task repository) not in `keep`. Explicit housekeeping only
+    (`python -m evaluation.runner prune-images`), never a side effect of a build: several
+    benchmark versions, task sources or checkouts may need different digests of one task's image
+    at the same time. An image a container still uses is kept."""
     docker = _docker()
-    repo = current.rsplit(":", 1)[0]
-    try:
-        for image in client().images.list(name=repo):
-            for old in image.tags:
-                if old != current and old.startswith(repo + ":"):
-                    try:
-                        client().images.remove(old, noprune=False)
-                    except docker.errors.APIError as exc:
-                        log.info("keeping %s: %s", old, exc)
-    except Exception as exc:  # noqa: BLE001 - pruning is housekeeping only
-        log.info("could not prune old tags of %s: %s", repo, exc)
+    removed = []
+    with _infra("listing task images"):
+        images = client().images.list(filters={"label": f"{LABEL_APP}={APP_LABEL}"})
+    for image in images:
+        for tag in image.tags:
+            repo = tag.rsplit(":", 1)[0]
+            if not repo.startswith(TASK_IMAGE_REPO + "/") or tag in keep:
+                continue
+            if repos is not None and repo not in repos:
+                continue
+            try:
+                client().images.remove(tag, noprune=False)
+                removed.append(tag)
+            except docker.errors.APIError as exc:
+                log.info("keeping %s: %s", tag, exc)
+    return sorted(removed)
 
 
 def image_size(tag: str) -> int:

@@ -337,3 +337,34 @@ def test_engine_status_reports_versions(docker_engine):
     assert docker_engine["reachable"] and docker_engine["version"]
     assert docker_engine["runc_version"]
     assert docker_engine["runc_patched"] is True
+
+
+def test_building_a_task_image_never_untags_another_digest(base_image, tmp_path):
+    """Two digests of one task's image (two benchmark versions, task sources or checkouts) live
+    side by side: a build leaves the other tag alone, and only the explicit prune untags what no
+    task package uses, keeping an image a container still runs."""
+    from evaluation.runner.engine import client
+
+    runner = _runner()
+    repo = f"{runner.TASK_IMAGE_REPO}/zz-prune-test/{_job()}"
+    tags = {}
+    for name in ("old", "new", "busy"):
+        ctx = tmp_path / name
+        ctx.mkdir()
+        (ctx / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo {name} > /etc/hab-which\n")
+        tags[name] = f"{repo}:{name}"
+        runner.image_build(ctx, tags[name], labels={runner.LABEL_APP: runner.APP_LABEL})
+    try:
+        assert all(runner.image_exists(t) for t in tags.values())
+        lim = runner.Limits(memory_mb=256, pids=64, timeout_s=30)
+        with runner.ContainerRun(tags["busy"], purpose="test", job_id=_job(), limits=lim) as run:
+            assert run.exec(["cat", "/etc/hab-which"]).output.decode().strip() == "busy"
+            removed = runner.prune_task_images({tags["new"]}, repos={repo})
+            assert removed == [tags["old"]]
+            assert runner.image_exists(tags["new"]) and runner.image_exists(tags["busy"])
+        assert not runner.image_exists(tags["old"])
+        assert runner.prune_task_images({tags["new"]}, repos={repo}) == [tags["busy"]]
+    finally:
+        for tag in tags.values():
+            if runner.image_exists(tag):
+                client().images.remove(tag, force=True)
