@@ -102,7 +102,7 @@ from evaluation.archive_policy import (
     _Writer,
     detect_format,
 )
-from evaluation.graders import base
+from evaluation import grading
 
 log = logging.getLogger(__name__)
 
@@ -635,13 +635,13 @@ def stream_to_file(src, dest_path, max_bytes: int) -> int:
 
 def load_member_json(root, member: str, *, max_bytes: int | None = None):
     """Load the extracted file `member` (a normalised archive path) under `root` with the graders'
-    strict JSON loader (evaluation.graders.base.load_json). Errors are GradingInputError whose
+    strict JSON loader (evaluation.grading.load_json). Errors are GradingInputError whose
     message starts with the archive path and gives line and column."""
     root = Path(root)
     rel, _ = _normalise_name(member, ArchiveLimits())
     target = root / rel
     real_root = Path(os.path.realpath(root))
     if not Path(os.path.realpath(target)).is_relative_to(real_root):
-        raise base.GradingInputError(f"{_show(member)}: resolves outside the submission")
+        raise grading.GradingInputError(f"{_show(member)}: resolves outside the submission")
     kwargs = {} if max_bytes is None else {"max_bytes": max_bytes}
-    return base.load_json(target, label=rel, **kwargs)
+    return grading.load_json(target, label=rel, **kwargs)

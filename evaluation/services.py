@@ -12,9 +12,9 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from evaluation.models import AIModel, Agent, BenchmarkTask, BenchmarkVersion, Category, Harness
+from evaluation.categories import CATEGORIES
 from evaluation.task_specs import (
     BENCHMARK_NAME,
-    CATEGORIES,
     BenchmarkManifest,
     TaskPackage,
     TaskPackageError,
@@ -102,7 +102,7 @@ def _category_upsert(*, benchmark_version: BenchmarkVersion, package: TaskPackag
         "data_source": meta.data_source,
         "access": meta.access,
         "success_criterion": meta.success_criterion,
-        "position": list(CATEGORIES).index(package.category),
+        "position": info.position,
     }
     category = Category.objects.filter(
         benchmark_version=benchmark_version, slug=package.category

@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaluation.categories import CATEGORIES, Category
 from evaluation.digests import sha256_file
 
 BASE_IMAGE = "healthagentbench/base:bookworm"
@@ -53,57 +54,9 @@ ANSWER_NAME_RE = re.compile(r"(^|/)(answers?|gold|expected|solutions?|ground_tru
                             re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class CategoryInfo:
-    name: str
-    group: Literal["imaging", "text"]
-    modality: str
-    paper_data: str  # the corpus the paper uses; synthetic packages are shaped like it
-    paper_access: str
-    success_criterion: str
-    submission_path: str
-
-
-# The seven categories of the paper (../shared/reference/healthagentbench-paper.yaml).
-CATEGORIES: dict[str, CategoryInfo] = {
-    "xray-report-correction": CategoryInfo(
-        "X-ray report correction", "imaging",
-        "chest X-ray images (longitudinal studies) + prior reports", "MIMIC-CXR",
-        "PhysioNet credentialed access",
-        "LLM judge (CheXprompt rubric) scores the corrected FINDINGS 5 times independently; "
-        "pass when at least 3 of 5 find zero clinically significant errors",
-        "/workspace/submission.json"),
-    "pathology-tumor-region": CategoryInfo(
-        "Pathology tumour region", "imaging", "H&E whole-slide images", "CAMELYON16", "public",
-        "select tumor tiles on a fixed grid; tile-level F1 >= 0.9",
-        "/workspace/submission.json"),
-    "ct-abnormality-classification": CategoryInfo(
-        "CT abnormality classification", "imaging", "3D chest CT volumes", "CT-RATE",
-        "accept the OpenRAIL license on Hugging Face",
-        "yes/no label for every listed abnormality; accuracy == 1.0 (all labels right)",
-        "/workspace/submission.json"),
-    "ehr-data-quality-audit": CategoryInfo(
-        "EHR data-quality audit", "text", "structured EHR, 8 tables",
-        "MIMIC-IV demo with rule-injected errors", "public (demo)",
-        "flag every erroneous row; recall == 1.0 and precision > 0.01",
-        "/workspace/submission.json"),
-    "ehr-format-conversion": CategoryInfo(
-        "EHR format conversion", "text", "structured EHR + a MEDS ETL code repository",
-        "MIMIC-IV demo", "public (demo)",
-        "customised MEDS ETL output matches the expected patient cohort exactly",
-        "/workspace/output/"),
-    "ehr-event-modeling": CategoryInfo(
-        "EHR event modelling", "text", "longitudinal EHR events", "EHRSHOT (Stanford STARR)",
-        "Redivis access request",
-        "risk scores for held-out patients; AUROC >= the baseline of count features + a "
-        "gradient-boosting model",
-        "/workspace/submission.json"),
-    "clinical-trial-matching": CategoryInfo(
-        "Clinical trial matching", "text", "free text (patient profiles, ~400 trial protocols)",
-        "TREC Clinical Trials 2021", "public",
-        "find every eligible trial; recall@50 == 1.0",
-        "/workspace/submission.json"),
-}
+# The seven categories of the paper (../shared/reference/healthagentbench-paper.yaml), one
+# folder each under evaluation/categories/ (the registry; CategoryInfo is its spec type).
+CategoryInfo = Category
 SYNTHETIC_ACCESS = "public (synthetic data generated in this repository)"
 
 

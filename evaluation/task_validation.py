@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 from evaluation import runner, task_specs
+from evaluation.categories import CATEGORIES
 from evaluation.digests import sha256_file
 from evaluation.task_specs import declared_outputs
 
@@ -37,7 +38,7 @@ ANSWER_NAME_PATTERNS = (
     "*labels_hidden*",
 )
 MIN_HASHED_BYTES = 32  # tiny files ("{}", "0\n") are too common to mean a leak
-JUDGE_CATEGORIES = frozenset({"xray-report-correction"})
+JUDGE_CATEGORIES = frozenset(slug for slug, c in CATEGORIES.items() if c.needs_judge)
 
 
 @dataclasses.dataclass

@@ -60,7 +60,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from evaluation.graders.base import GradingInputError, load_json
+from evaluation.grading import GradingInputError, load_json
 from submissions.harbor_models import (
     AGENT_ERROR,
     FAILED,

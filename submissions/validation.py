@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
-from evaluation.graders.base import GradingInputError, load_json
+from evaluation.grading import GradingInputError, load_json
 from evaluation.task_specs import load_task_package
 from submissions import pricing
 from submissions.harbor import find_output, find_overrides, number_attempts, parse_tree

@@ -1,4 +1,6 @@
-"""HealthAgentBench graders: one per category, standard library + numpy, no Django.
+"""HealthAgentBench graders: the dispatch over the category registry, standard library + numpy,
+no Django. Each category's grader is evaluation/categories/<category>/grader.py; the shared
+result type, errors and JSON loader are evaluation/grading.py; the X-ray LLM judge is judge.py.
 
     GRADERS[slug](answer_path, submission_path, **options) -> GradeResult
     grade(category, answer, submission, judge=None) -> GradeResult
@@ -6,36 +8,22 @@
 Raises GradingInputError (malformed/oversized input; the message names the file and the
 problem) or JudgeUnavailable (infrastructure error of the X-ray LLM judge; never a failure).
 The command line (`python3 -m evaluation.graders --help`) is what verifier containers run.
-Each category module's docstring records its decisions (duplicates, missing and unknown ids,
+Each category's grader docstring records its decisions (duplicates, missing and unknown ids,
 empty sets).
 """
 
-from . import (
-    clinical_trial_matching,
-    ct_abnormality_classification,
-    ehr_data_quality_audit,
-    ehr_event_modeling,
-    ehr_format_conversion,
-    pathology_tumor_region,
-    xray_report_correction,
-)
-from .base import GradeResult, GradingInputError, JudgeUnavailable, load_json
+from evaluation.categories import CATEGORIES as _REGISTRY
+from evaluation.grading import GradeResult, GradingInputError, JudgeUnavailable, load_json
+
 from .judge import ChatJudge
 
-_MODULES = (
-    xray_report_correction,
-    pathology_tumor_region,
-    ct_abnormality_classification,
-    ehr_data_quality_audit,
-    ehr_format_conversion,
-    ehr_event_modeling,
-    clinical_trial_matching,
-)
-
-GRADERS = {module.CATEGORY: module.grade for module in _MODULES}
+# One grader per registered category (evaluation/categories/<category>/grader.py).
+GRADERS = {slug: category.grader().grade for slug, category in _REGISTRY.items()}
 CATEGORIES = tuple(GRADERS)
 # Categories whose answer and submission are directories rather than JSON files.
-DIRECTORY_CATEGORIES = frozenset({ehr_format_conversion.CATEGORY})
+DIRECTORY_CATEGORIES = frozenset(slug for slug, c in _REGISTRY.items() if c.output_is_directory)
+# Categories graded by an LLM judge (the command line builds a ChatJudge for them).
+JUDGE_CATEGORIES = frozenset(slug for slug, c in _REGISTRY.items() if c.needs_judge)
 
 
 def grade(category, answer, submission, judge=None):
@@ -56,6 +44,7 @@ __all__ = [
     "GRADERS",
     "GradeResult",
     "GradingInputError",
+    "JUDGE_CATEGORIES",
     "JudgeUnavailable",
     "grade",
     "load_json",

@@ -23,8 +23,7 @@ import math
 import os
 import sys
 
-from . import CATEGORIES, ChatJudge, GradingInputError, JudgeUnavailable, grade
-from .xray_report_correction import CATEGORY as XRAY
+from . import CATEGORIES, JUDGE_CATEGORIES, ChatJudge, GradingInputError, JudgeUnavailable, grade
 
 
 def reward_payload(passed, metrics):
@@ -84,7 +83,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         judge = None
-        if args.category == XRAY and args.judge_url:
+        if args.category in JUDGE_CATEGORIES and args.judge_url:
             judge = ChatJudge(
                 args.judge_url,
                 args.judge_model,

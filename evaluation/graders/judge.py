@@ -28,10 +28,9 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from .base import JudgeUnavailable, parse_json_text, GradingInputError
+from evaluation.categories.xray_report_correction import PASS_VOTES, VOTES
+from evaluation.grading import JudgeUnavailable, parse_json_text, GradingInputError
 
-VOTES = 5
-PASS_VOTES = 3
 MAX_REPLY_BYTES = 1024 * 1024
 
 SYSTEM_PROMPT = """\

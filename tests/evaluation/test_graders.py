@@ -21,18 +21,18 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from evaluation import grading as base  # noqa: E402
+from evaluation.categories.clinical_trial_matching import grader as ctm  # noqa: E402
+from evaluation.categories.ehr_data_quality_audit import grader as audit  # noqa: E402
+from evaluation.categories.ehr_event_modeling import grader as events  # noqa: E402
+from evaluation.categories.ehr_format_conversion import grader as meds  # noqa: E402
+from evaluation.categories.pathology_tumor_region import grader as patho  # noqa: E402
 from evaluation.graders import (  # noqa: E402
     GRADERS,
     GradingInputError,
     JudgeUnavailable,
-    base,
     grade,
 )
-from evaluation.graders import clinical_trial_matching as ctm  # noqa: E402
-from evaluation.graders import ehr_data_quality_audit as audit  # noqa: E402
-from evaluation.graders import ehr_event_modeling as events  # noqa: E402
-from evaluation.graders import ehr_format_conversion as meds  # noqa: E402
-from evaluation.graders import pathology_tumor_region as patho  # noqa: E402
 
 
 def write(path, obj):
@@ -712,7 +712,14 @@ def _py311():
 
 
 def test_graders_package_has_no_django_import():
-    for path in (REPO / "evaluation" / "graders").glob("*.py"):
+    # Everything the verifier containers import: the dispatch, the kit, the category registry
+    # and each category's spec and grader.
+    categories = REPO / "evaluation" / "categories"
+    paths = [*(REPO / "evaluation" / "graders").glob("*.py"), REPO / "evaluation" / "grading.py",
+             *categories.glob("*.py"), *categories.glob("*/__init__.py"),
+             *categories.glob("*/grader.py")]
+    assert len(paths) >= 3 + 1 + 2 + 7 + 7
+    for path in paths:
         text = path.read_text()
         assert "import django" not in text and "from django" not in text, path
 

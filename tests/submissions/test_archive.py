@@ -37,7 +37,7 @@ from hostile import (  # noqa: E402
     write,
 )
 
-from evaluation.graders.base import GradingInputError  # noqa: E402
+from evaluation.grading import GradingInputError  # noqa: E402
 from evaluation import archive  # noqa: E402
 from evaluation.archive import (  # noqa: E402
     ArchiveError,

@@ -16,7 +16,7 @@ from task_package_paths import SYNTHETIC
 
 from evaluation.graders import GradingInputError, grade
 from evaluation.synthetic import CATEGORIES as GENERATED, generate
-from evaluation.synthetic.ehr_meds import oracle_config
+from evaluation.categories.ehr_format_conversion.generator import oracle_config
 
 RANDOM_TRIALS = 200
 # Directories the generators own completely: no stale file may survive in them.

@@ -14,8 +14,14 @@ import json
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.graders import CATEGORIES, ChatJudge, GradingInputError, JudgeUnavailable, grade
-from evaluation.graders.xray_report_correction import CATEGORY as XRAY
+from evaluation.graders import (
+    CATEGORIES,
+    JUDGE_CATEGORIES,
+    ChatJudge,
+    GradingInputError,
+    JudgeUnavailable,
+    grade,
+)
 
 
 class Command(BaseCommand):
@@ -31,7 +37,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, category, answer, submission, **options):
         try:
-            judge = _judge_from_settings() if category == XRAY else None
+            judge = _judge_from_settings() if category in JUDGE_CATEGORIES else None
             result = grade(category, answer, submission, judge=judge)
         except GradingInputError as exc:
             raise CommandError(f"grading input error: {exc}", returncode=2) from None

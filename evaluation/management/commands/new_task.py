@@ -14,13 +14,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.task_specs import (
-    BASE_IMAGE,
-    BENCHMARK_NAME,
-    CATEGORIES,
-    SYNTHETIC_ACCESS,
-    TASK_ID_RE,
-)
+from evaluation.categories import CATEGORIES
+from evaluation.task_specs import BASE_IMAGE, BENCHMARK_NAME, SYNTHETIC_ACCESS, TASK_ID_RE
 
 EXECUTABLE = {"tests/test.sh", "solution/solve.sh"}
 
@@ -33,7 +28,7 @@ def render_task_toml(category: str, task_id: str, *, synthetic: bool) -> str:
     info = CATEGORIES[category]
     data_source = f"synthetic (shaped like {info.paper_data})" if synthetic else info.paper_data
     access = SYNTHETIC_ACCESS if synthetic else info.paper_access
-    xray = category == "xray-report-correction"
+    judge = info.needs_judge
     lines = [
         'schema_version = "1.1"',
         "",
@@ -64,9 +59,9 @@ def render_task_toml(category: str, task_id: str, *, synthetic: bool) -> str:
         "timeout_sec = 3600.0",
         "",
         "[verifier]",
-        "timeout_sec = 600.0" if xray else "timeout_sec = 300.0",
+        f"timeout_sec = {info.verifier_timeout_sec}",
     ]
-    if xray:
+    if judge:
         # The judge is the only thing the verifier needs to reach.
         lines += [
             'network_mode = "public"',
@@ -100,51 +95,8 @@ COPY --chown=agent:agent data/ /workspace/data/
 
 
 def render_test_sh(category: str) -> str:
-    is_dir = CATEGORIES[category].submission_path.endswith("/")
-    answer = "/tests/expected" if is_dir else "/tests/answer.json"
-    submission = CATEGORIES[category].submission_path.rstrip("/")
-    return f"""\
-#!/bin/bash
-# Verifier: grade the agent's output against the hidden answer in /tests (copied in only after
-# the agent has stopped). Writes /logs/verifier/reward.json in every case but one: when the
-# grader reports an infrastructure error (exit 3, e.g. the X-ray judge is down) no reward file
-# is written, so Harbor records a verifier error to retry instead of a failed attempt.
-set -u
-REWARD=/logs/verifier/reward.json
-mkdir -p /logs/verifier
-rm -f "$REWARD"  # /logs/verifier is writable during the agent phase: never trust a stale file
-export PYTHONPATH="/opt/hab${{PYTHONPATH:+:$PYTHONPATH}}"
-# -P: never import from the working directory, which the agent controls.
-cd /opt/hab 2>/dev/null || cd /
-python3 -s -P -m evaluation.graders {category} \\
-  --answer {answer} \\
-  --submission {submission} \\
-  --reward-file "$REWARD"
-status=$?
-if [ "$status" -eq 3 ]; then
-  rm -f "$REWARD"
-  exit 0
-fi
-if ! python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["reward"] in (0,1)' \\
-    "$REWARD" 2>/dev/null; then
-  echo "{{\\"reward\\": 0, \\"grader_exit_code\\": $status}}" > "$REWARD"
-fi
-exit 0
-"""
-
-
-# What a synthetic package's oracle runs: the generator (evaluation/synthetic) writes the reference
-# answer (or the program computing it) under solution/ from the parameters that drew the data.
-SYNTHETIC_ORACLES = {
-    "ehr-event-modeling":
-        "python3 /solution/solve.py --data /workspace/data --output /workspace/submission.json\n",
-    "ehr-format-conversion":
-        "cd /workspace/data/etl\n"
-        "cp /solution/config.toml config.toml\n"
-        "python3 -m meds_etl_lite --config config.toml --raw /workspace/data/raw "
-        "--output /workspace/output\n",
-}
-SYNTHETIC_ORACLE_DEFAULT = "cp /solution/submission.json /workspace/submission.json\n"
+    """The category's verifier script (evaluation/categories: its template, or the shared one)."""
+    return CATEGORIES[category].render_test_sh()
 
 
 def render_solve_sh(category: str, *, synthetic: bool = False) -> str:
@@ -155,7 +107,7 @@ def render_solve_sh(category: str, *, synthetic: bool = False) -> str:
 # Oracle: the reference answer, precomputed by the generator (evaluation/synthetic) from the
 # same parameters that drew the data; writes {target}.
 set -euo pipefail
-{SYNTHETIC_ORACLES.get(category, SYNTHETIC_ORACLE_DEFAULT)}"""
+{CATEGORIES[category].synthetic_oracle}"""
     return f"""\
 #!/bin/bash
 # Oracle: writes a passing answer to {target}. Replace with a real solution.

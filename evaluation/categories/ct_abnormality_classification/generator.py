@@ -12,9 +12,8 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
-from .common import SYNTHETIC_NOTICE, gzip_bytes, reset_dir, write_bytes, write_json, write_readme
+from evaluation.generating import SYNTHETIC_NOTICE, gzip_bytes, reset_dir, write_bytes, write_json, write_readme
 
-CATEGORY = "ct-abnormality-classification"
 SHAPE = (64, 64, 48)
 SPACING = (5.5, 5.5, 6.0)
 FINDINGS = [

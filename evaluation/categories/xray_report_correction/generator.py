@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, PngImagePlugin
 
-from .common import SYNTHETIC_NOTICE, reset_dir, write_bytes, write_json, write_readme, write_text
+from evaluation.generating import SYNTHETIC_NOTICE, reset_dir, write_bytes, write_json, write_readme, write_text
 
-CATEGORY = "xray-report-correction"
 SIZE = 256
 OTHER = {"left": "right", "right": "left"}
 LINE_OK = "terminates in the lower superior vena cava"

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import reset_dir, write_csv, write_json, write_readme
+from evaluation.generating import reset_dir, write_csv, write_json, write_readme
 
-CATEGORY = "ehr-data-quality-audit"
 FMT = "%Y-%m-%d %H:%M:%S"
 N_PATIENTS = 48
 

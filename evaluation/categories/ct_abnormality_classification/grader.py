@@ -16,9 +16,8 @@ Decisions:
 - An answer with no findings is a GradingInputError (accuracy would be undefined).
 """
 
-from .base import GradeResult, GradingInputError, expect_object, expect_str, load_json, short
+from evaluation.grading import GradeResult, GradingInputError, expect_object, expect_str, load_json, short
 
-CATEGORY = "ct-abnormality-classification"
 VALUES = ("yes", "no")
 MAX_FINDINGS = 10_000
 

@@ -36,9 +36,8 @@ import stat
 from collections import Counter
 from datetime import datetime, timezone
 
-from .base import GradeResult, GradingInputError, decode_utf8, parse_json_text, read_capped_bytes
+from evaluation.grading import GradeResult, GradingInputError, decode_utf8, parse_json_text, read_capped_bytes
 
-CATEGORY = "ehr-format-conversion"
 MAX_FILES = 256
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024

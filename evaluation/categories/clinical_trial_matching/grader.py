@@ -15,9 +15,8 @@ Decisions:
 - An answer with no eligible trials is a GradingInputError (recall would be undefined).
 """
 
-from .base import GradeResult, GradingInputError, expect_list, expect_object, expect_str, load_json, ratio
+from evaluation.grading import GradeResult, GradingInputError, expect_list, expect_object, expect_str, load_json, ratio
 
-CATEGORY = "clinical-trial-matching"
 K = 50
 MAX_RANKED = 100_000
 

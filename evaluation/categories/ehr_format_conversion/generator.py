@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import reset_dir, write_csv, write_readme, write_text
-from .ehr_audit import COLUMNS, _Builder
+from evaluation.generating import reset_dir, write_csv, write_readme, write_text
+from evaluation.categories.ehr_data_quality_audit.generator import COLUMNS, _Builder
 
-CATEGORY = "ehr-format-conversion"
 ASSETS = Path(__file__).parent / "assets"
 # Every sixth subject is kept without admissions, so the cohort filter matters (22 -> 19).
 N_SUBJECTS = 22

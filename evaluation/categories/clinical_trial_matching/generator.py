@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import SYNTHETIC_NOTICE, reset_dir, write_json, write_readme, write_text
+from evaluation.generating import SYNTHETIC_NOTICE, reset_dir, write_json, write_readme, write_text
 
-CATEGORY = "clinical-trial-matching"
 N_T2DM, N_HTN, N_OTHER = 150, 60, 190
 N_ELIGIBLE_T2DM, N_ELIGIBLE_HTN = 9, 3
 OTHER_CONDITIONS = ["Asthma", "Chronic Obstructive Pulmonary Disease", "Breast Cancer",

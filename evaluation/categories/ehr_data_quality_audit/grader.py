@@ -20,7 +20,7 @@ Decisions:
 - An empty submission is gradable: recall 0, precision 0, fail.
 """
 
-from .base import (
+from evaluation.grading import (
     GradeResult,
     GradingInputError,
     expect_list,
@@ -31,7 +31,6 @@ from .base import (
     short,
 )
 
-CATEGORY = "ehr-data-quality-audit"
 
 
 def _row_key(entry, *, label, where):

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import reset_dir, write_csv, write_json, write_readme
+from evaluation.generating import reset_dir, write_csv, write_json, write_readme
 
-CATEGORY = "ehr-event-modeling"
 ASSETS = Path(__file__).parent / "assets"
 FMT = "%Y-%m-%d %H:%M:%S"
 N_TRAIN, N_HELDOUT = 240, 120

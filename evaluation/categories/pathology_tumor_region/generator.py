@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
-from .common import SYNTHETIC_NOTICE, reset_dir, write_bytes, write_json, write_readme
+from evaluation.generating import SYNTHETIC_NOTICE, reset_dir, write_bytes, write_json, write_readme
 
-CATEGORY = "pathology-tumor-region"
 SIZE = 2048
 TILE = 256
 GRID = SIZE // TILE

@@ -15,7 +15,7 @@ Decisions:
 - Any judge problem is JudgeUnavailable, never a failure.
 """
 
-from .base import (
+from evaluation.grading import (
     GradeResult,
     GradingInputError,
     JudgeUnavailable,
@@ -24,9 +24,8 @@ from .base import (
     expect_str,
     load_json,
 )
-from .judge import PASS_VOTES, VOTES
+from . import PASS_VOTES, VOTES
 
-CATEGORY = "xray-report-correction"
 MAX_FINDINGS_CHARS = 20_000
 
 
@@ -87,4 +86,4 @@ def grade(answer_path, submission_path, judge=None, **options):
     return decide(votes)
 
 
-__all__ = ["grade", "decide", "CATEGORY", "GradingInputError"]
+__all__ = ["grade", "decide", "GradingInputError"]

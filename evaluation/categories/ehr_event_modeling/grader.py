@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import (
+from evaluation.grading import (
     GradeResult,
     GradingInputError,
     expect_int,
@@ -33,7 +33,6 @@ from .base import (
     short,
 )
 
-CATEGORY = "ehr-event-modeling"
 BASELINE_SLACK = Fraction(1, 10**12)
 MAX_PATIENTS = 5_000_000
 

@@ -19,7 +19,7 @@ Decisions:
 
 from fractions import Fraction
 
-from .base import (
+from evaluation.grading import (
     GradeResult,
     GradingInputError,
     expect_int,
@@ -29,7 +29,6 @@ from .base import (
     ratio,
 )
 
-CATEGORY = "pathology-tumor-region"
 F1_THRESHOLD = Fraction(9, 10)
 MAX_GRID_TILES = 10_000_000
 
