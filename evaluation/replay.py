@@ -10,6 +10,10 @@ container's state to replay actions:
     patch   a Codex apply_patch envelope
     noop    read-only tools (Read, Grep, view, update_plan, ...): nothing to replay
 
+Each vocabulary is one adapter function registered once with `@vocabulary(name, mode=...,
+aliases=...)`: its name, how its commands run (STREAM or COMMANDS) and the other names harnesses
+report for it sit on the adapter. `VOCABULARIES` and `ALIASES` are built from those entries.
+
 A tool an adapter does not know makes the trial NOT replayable: the plan lists the unknown
 tools, and verification reports it instead of guessing.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 STREAM = "stream"  # terminus-2: keystrokes typed into one long-lived shell
@@ -71,6 +76,36 @@ class ReplayPlan:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    name: str
+    adapter: Callable[[str, dict], list[ReplayAction]]
+    mode: str  # STREAM or COMMANDS
+    aliases: tuple[str, ...] = ()
+
+
+# The registry: one entry per harness vocabulary, filled by @vocabulary below.
+VOCABULARIES: dict[str, Vocabulary] = {}
+ALIASES: dict[str, str] = {}  # other names of a harness -> its vocabulary
+
+
+def vocabulary(name: str, *, mode: str = COMMANDS, aliases: tuple[str, ...] = ()):
+    """Register the decorated adapter ``(tool_name, arguments) -> [ReplayAction]`` as the
+    vocabulary ``name``; a name or alias already taken is an error (registered once)."""
+    if mode not in (STREAM, COMMANDS):
+        raise ValueError(f"vocabulary {name!r}: mode must be {STREAM!r} or {COMMANDS!r}")
+
+    def register(adapter):
+        taken = [n for n in (name, *aliases) if n in VOCABULARIES or n in ALIASES]
+        if taken:
+            raise ValueError(f"vocabulary {name!r}: {', '.join(taken)} already registered")
+        VOCABULARIES[name] = Vocabulary(name, adapter, mode, tuple(aliases))
+        ALIASES.update(dict.fromkeys(aliases, name))
+        return adapter
+
+    return register
+
+
 class UnknownTool(Exception):
     pass
 
@@ -95,6 +130,7 @@ def _argv_to_script(cmd: Any) -> str:
 TMUX_NOOP_KEYS = {"C-c", "C-d", "C-z", "C-l", "Escape", "q"}
 
 
+@vocabulary("terminus-2", mode=STREAM, aliases=("terminus", "terminus-1"))
 def _terminus(name: str, args: dict) -> list[ReplayAction]:
     if name == "bash_command":
         keys = _s(args.get("keystrokes"))
@@ -116,6 +152,7 @@ CLAUDE_NOOP = {
 }
 
 
+@vocabulary("claude-code", aliases=("claude",))
 def _claude(name: str, args: dict) -> list[ReplayAction]:
     if name == "Bash":
         return [ReplayAction("shell", name, command=_s(args.get("command")))]
@@ -158,6 +195,7 @@ CODEX_NOOP = {"update_plan", "view_image", "web_search_call", "web_search", "rea
               "list_dir", "grep_files"}
 
 
+@vocabulary("codex")
 def _codex(name: str, args: dict) -> list[ReplayAction]:
     workdir = _s(args.get("workdir"))
     if name in ("shell", "container.exec", "local_shell"):
@@ -181,6 +219,7 @@ COPILOT_NOOP = {"view", "report_intent", "update_todo", "think", "read_bash", "s
                 "list_bash", "fetch", "web_fetch", "glob", "grep"}
 
 
+@vocabulary("copilot-cli", aliases=("copilot",))
 def _copilot(name: str, args: dict) -> list[ReplayAction]:
     if name == "bash":
         return [ReplayAction("shell", name, command=_s(args.get("command")))]
@@ -212,16 +251,6 @@ def _copilot(name: str, args: dict) -> list[ReplayAction]:
     raise UnknownTool(name)
 
 
-VOCABULARIES = {
-    "terminus-2": (_terminus, STREAM),
-    "claude-code": (_claude, COMMANDS),
-    "codex": (_codex, COMMANDS),
-    "copilot-cli": (_copilot, COMMANDS),
-}
-ALIASES = {"terminus": "terminus-2", "terminus-1": "terminus-2", "claude": "claude-code",
-           "copilot": "copilot-cli"}
-
-
 def vocabulary_for(agent_name: str, tool_names: set[str]) -> str | None:
     name = (agent_name or "").strip().lower()
     if name in VOCABULARIES:
@@ -233,10 +262,10 @@ def vocabulary_for(agent_name: str, tool_names: set[str]) -> str | None:
             return vocab
     # Unknown harness: pick the vocabulary that knows every tool it used, if exactly one does.
     fits = []
-    for vocab, (adapter, _mode) in VOCABULARIES.items():
+    for vocab, entry in VOCABULARIES.items():
         try:
             for t in tool_names:
-                adapter(t, {})
+                entry.adapter(t, {})
             fits.append(vocab)
         except UnknownTool:
             continue
@@ -268,7 +297,7 @@ def plan_from_trajectory(trajectory: dict) -> ReplayPlan:
             agent_name or "unknown", COMMANDS, [], names, len(calls),
             [f"no tool vocabulary for harness {agent_name!r}"],
         )
-    adapter, mode = VOCABULARIES[vocab]
+    adapter, mode = VOCABULARIES[vocab].adapter, VOCABULARIES[vocab].mode
     actions: list[ReplayAction] = []
     unknown: list[str] = []
     for name, args in calls:

@@ -101,3 +101,51 @@ def test_codex_apply_patch_envelope(tmp_path):
     assert (tmp_path / "f.txt").read_text() == "one\nTWO\nthree\n"
     assert (tmp_path / "sub" / "new.txt").read_text() == "hello\nworld\n"
     assert not (tmp_path / "gone.txt").exists()
+
+
+def test_each_vocabulary_is_registered_once_with_its_mode_and_aliases():
+    assert list(replay.VOCABULARIES) == ["terminus-2", "claude-code", "codex", "copilot-cli"]
+    assert {n: v.mode for n, v in replay.VOCABULARIES.items()} == {
+        "terminus-2": replay.STREAM, "claude-code": replay.COMMANDS,
+        "codex": replay.COMMANDS, "copilot-cli": replay.COMMANDS}
+    assert replay.ALIASES == {"terminus": "terminus-2", "terminus-1": "terminus-2",
+                              "claude": "claude-code", "copilot": "copilot-cli"}
+    for alias, name in replay.ALIASES.items():
+        assert alias in replay.VOCABULARIES[name].aliases
+        assert replay.vocabulary_for(alias, set()) == name
+    with pytest.raises(ValueError, match="already registered"):
+        replay.vocabulary("codex")(lambda name, args: [])
+    with pytest.raises(ValueError, match="already registered"):
+        replay.vocabulary("claude-2", aliases=("claude",))(lambda name, args: [])
+    with pytest.raises(ValueError, match="mode"):
+        replay.vocabulary("x", mode="telepathy")
+
+
+def test_adding_a_vocabulary_is_one_registered_adapter(monkeypatch):
+    """A new harness: one decorated adapter, and plans of its trajectories (and of its alias)
+    use it; nothing else changes."""
+    monkeypatch.setattr(replay, "VOCABULARIES", dict(replay.VOCABULARIES))
+    monkeypatch.setattr(replay, "ALIASES", dict(replay.ALIASES))
+
+    @replay.vocabulary("gemini-cli", aliases=("gemini",))
+    def _gemini(name, args):
+        if name == "run_shell_command":
+            return [replay.ReplayAction("shell", name, command=args["command"])]
+        if name == "write_file":
+            return [replay.ReplayAction("write", name, path=args["file_path"],
+                                        content=args["content"])]
+        if name == "read_file":
+            return []
+        raise replay.UnknownTool(name)
+
+    calls = [("run_shell_command", {"command": "ls"}), ("read_file", {"path": "/x"}),
+             ("write_file", {"file_path": "/workspace/out.json", "content": "{}"})]
+    for harness in ("gemini-cli", "gemini"):
+        plan = replay.plan_from_trajectory(atif(harness, calls))
+        assert plan.replayable and plan.vocabulary == "gemini-cli"
+        assert plan.mode == replay.COMMANDS
+        assert [a.kind for a in plan.actions] == ["shell", "write"]
+    files = replay.render_replay(plan)
+    assert b"ls" in files["cmd-0000.sh"]
+    unknown = replay.plan_from_trajectory(atif("gemini", [("google_web_search", {})]))
+    assert not unknown.replayable and unknown.unknown_tools == ["google_web_search"]
