@@ -209,10 +209,16 @@ LEADERBOARD_MATRIX_PAGE_SIZE = env.int("LEADERBOARD_MATRIX_PAGE_SIZE", default=5
 
 # --- Evaluation ---
 # OpenAI-compatible chat endpoint used as the X-ray report judge (CheXprompt-style rubric).
+# Empty: no judge, and X-ray trials are "awaiting judge" (not scored) until one is configured
+# and `manage.py judge_pending` (or the next verification) re-grades them. The verifier never
+# reaches it itself: the judge gateway (evaluation/runner/judge_gateway.py) does, from the
+# egress network below, and caches every judgement (evaluation/judging.py).
 XRAY_JUDGE_URL = env.str("XRAY_JUDGE_URL", default="")
 XRAY_JUDGE_MODEL = env.str("XRAY_JUDGE_MODEL", default="gpt-5.4")
 XRAY_JUDGE_API_KEY = _env_or_file("XRAY_JUDGE_API_KEY", default="")
 XRAY_JUDGE_TIMEOUT_S = env.float("XRAY_JUDGE_TIMEOUT_S", default=60.0)
+# The Docker network the judge gateway joins to reach XRAY_JUDGE_URL (the verifier joins none).
+XRAY_JUDGE_EGRESS_NETWORK = env.str("XRAY_JUDGE_EGRESS_NETWORK", default="bridge")
 # Docker engine used by evaluation/runner.py (created lazily, never at import).
 DOCKER_HOST = env.str("DOCKER_HOST", default="unix:///var/run/docker.sock")
 DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)
@@ -324,9 +330,6 @@ VERIFICATION_RERUN_MODEL_ENDPOINTS = env.json("VERIFICATION_RERUN_MODEL_ENDPOINT
 # (0: the task's agent timeout plus 15 minutes).
 HARBOR_VENV = env.str("HARBOR_VENV", default=str(BASE_DIR / ".venv-harbor"))
 VERIFICATION_HARBOR_TIMEOUT_S = env.float("VERIFICATION_HARBOR_TIMEOUT_S", default=0.0)
-# Stand-in X-ray judge served to the verifier over an internal network (dev and tests); empty
-# means the task's judge URL must be reachable from the verifier (see the README).
-VERIFICATION_JUDGE_STANDIN = env.str("VERIFICATION_JUDGE_STANDIN", default="")
 # Container names and labels of a job's runs start with <prefix><job id>- (deterministic; set a
 # distinct prefix when several sites or test sessions share one Docker engine).
 VERIFICATION_RUN_PREFIX = env.str("VERIFICATION_RUN_PREFIX", default="v")

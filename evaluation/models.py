@@ -156,3 +156,26 @@ class Agent(BaseModel):
 
     def __str__(self) -> str:
         return self.display_name
+
+
+class JudgeCacheEntry(BaseModel):
+    """The X-ray judge's replies for one (prompt version, model, report, answer), in the order
+    they were given: the n-th vote of a grading is the n-th reply (evaluation/judging.py), so
+    re-grading the same output is deterministic and asks the judge nothing."""
+
+    key = models.CharField(max_length=64, unique=True)  # judge_gateway.cache_key
+    prompt_version = models.CharField(max_length=60)
+    model = models.CharField(max_length=200)
+    # The task whose gradings asked (the gateway of that task's verifier is given these rows).
+    scope = models.CharField(max_length=200)
+    replies = models.JSONField(default=list)  # message contents, in vote order
+    hits = models.PositiveIntegerField(default=0)  # replies served from here so far
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["scope", "prompt_version", "model"], name="judge_cache_scope"),
+        ]
+        verbose_name_plural = "judge cache entries"
+
+    def __str__(self) -> str:
+        return f"{self.prompt_version} {self.model} {self.key[:12]}"

@@ -187,15 +187,18 @@ print(json.dumps({"hash_hits": hits, "named": named, "env": env_hits, "net": net
 
 
 def _judge_spec(task_dir: Path, category: str | None):
-    from django.conf import settings  # lazily: the structural checks need no Django settings
+    # Lazily: the structural checks run without Django settings (and this without a database:
+    # the gateway is not given the judge cache).
+    from evaluation import judging
 
     test_sh = (Path(task_dir) / "tests" / "test.sh").read_text(errors="replace")
     if category not in JUDGE_CATEGORIES and "XRAY_JUDGE_URL" not in test_sh:
         return None, None
-    script = Path(settings.BASE_DIR) / "evaluation" / "judge_standin.py"
-    if not script.is_file():
-        return None, f"{script} is missing (the X-ray judge stand-in)"
-    return runner.JudgeSpec(script=script), None
+    try:
+        return judging.judge_for(task_dir, cached=False), None
+    except judging.JudgeNotConfigured:
+        return None, ("no X-ray judge is configured (XRAY_JUDGE_URL, XRAY_JUDGE_MODEL, "
+                      "XRAY_JUDGE_API_KEY): the oracle and nop gradings need one")
 
 
 def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) -> list[Check]:
@@ -227,7 +230,7 @@ def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) ->
         )
         judge, judge_err = _judge_spec(task_dir, category)
         if judge_err:
-            add("judge stand-in available", False, judge_err)
+            add("X-ray judge configured", False, judge_err)
             return checks
 
         # Oracle: solution/ copied in, solve.sh run as the agent; graded in a fresh verifier.

@@ -177,8 +177,13 @@ class TrialListApi(APIView):
                                                  help_text="the site's re-grade (null: not re-graded)")
         verification_level = serializers.CharField(
             help_text="claimed | re-graded | re-run | replayed | reconstructed (/methods/)")
-        flags = serializers.CharField(help_text="integrity flags, ';'-separated")
+        flags = serializers.CharField(help_text="integrity flags, ';'-separated "
+                                                "(awaiting_judge: not scored, no X-ray judge)")
         submission = serializers.IntegerField()
+        judge_model = serializers.CharField(
+            help_text="the LLM judge model of the site's re-grade (X-ray; empty otherwise)")
+        judge_prompt_version = serializers.CharField(
+            help_text="the judge prompt's version id (X-ray; empty otherwise)")
 
     @extend_schema_serializer(component_name="TrialPage")
     class PageSerializer(serializers.Serializer):

@@ -80,7 +80,8 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
         _text("t.claimed_outcome"), _bool("t.claimed_success"), _float("t.reward"),
         _float("t.verified_reward"),
         "CASE WHEN s.is_reconstructed THEN 'reconstructed' ELSE t.verification_level END",
-        _text(_flags_text("t.flags")), "t.submission_id",
+        _text(_flags_text("t.flags")), "t.submission_id", _text("t.judge_model"),
+        _text("t.judge_prompt_version"),
     ])
     n = _tables()
     sql = (

@@ -325,6 +325,7 @@ def trial_rows(
             "duration_s", "output_tokens", "submission__is_reconstructed",
             "submission__is_verified", "claimed_outcome", "claimed_success", "reward",
             "verified_reward", "flags", "submission_id", "verification_level",
+            "judge_model", "judge_prompt_version",
         )
         .iterator(chunk_size=2000)
     )

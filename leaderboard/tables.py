@@ -129,7 +129,7 @@ def flags_text(flags: list | None) -> str:
 TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success", "cost_usd",
                  "duration_s", "output_tokens", "provenance", "claimed_outcome",
                  "claimed_success", "claimed_reward", "verified_reward", "verification_level",
-                 "flags", "submission")
+                 "flags", "submission", "judge_model", "judge_prompt_version")
 
 
 def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -137,10 +137,11 @@ def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table
         (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
          provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
          verified_reward, "reconstructed" if reconstructed else level, flags_text(flags),
-         submission)
+         submission, judge_model, judge_prompt_version)
         for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens,
         reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
-        flags, submission, level in selectors.trial_rows(benchmark_version=bv, filters=filters)
+        flags, submission, level, judge_model, judge_prompt_version
+        in selectors.trial_rows(benchmark_version=bv, filters=filters)
     )
     return Table("trials", TRIAL_COLUMNS, rows)
 

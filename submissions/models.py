@@ -87,6 +87,10 @@ def coverage_badge(coverage: dict | None, *, reconstructed: bool = False) -> str
     parts = (f"re-graded {coverage['regraded']}/{n}, replayed {coverage['replayed']}/{n}, "
              f"re-run {coverage['rerun']}/{n} counted trials")
     passes, uncovered = coverage["passes"], coverage["passes_uncovered"]
+    waiting = coverage.get("awaiting_judge", 0)
+    if waiting:  # never silently: these trials count with their claimed outcome, unchecked
+        parts += (f"; {waiting} trial{'' if waiting == 1 else 's'} awaiting the X-ray judge "
+                  "(not scored by the site)")
     if coverage["verdict"] == SubmissionStatus.VERIFIED:
         return f"verified: {parts}; every counted pass ({passes}) replayed or re-run"
     if coverage["verdict"] == SubmissionStatus.DISCREPANCY:
@@ -102,6 +106,10 @@ FLAG_INFRA_UNCONFIRMED = "infra_unconfirmed"
 # Integrity flags of a trial the reward-hacking screen flagged: one per uncleared rule,
 # "reward_hack:RH1" (evaluation/screen_rules.toml).
 FLAG_REWARD_HACK = "reward_hack"
+# A trial of a task graded by the X-ray LLM judge while no judge is configured: not scored by
+# the site (its level stays "claimed"), shown as "awaiting judge" until `manage.py
+# judge_pending` or the next verification re-grades it.
+FLAG_AWAITING_JUDGE = "awaiting_judge"
 
 
 # One letter per outcome for the task matrix.
@@ -339,6 +347,9 @@ class Trial(BaseModel):
     screen_cleared_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
                                           null=True, blank=True, related_name="+")
     screen_cleared_at = models.DateTimeField(null=True, blank=True)
+    # The LLM judge of the re-grade that set verified_reward (X-ray only; blank otherwise).
+    judge_model = models.CharField(max_length=200, blank=True)
+    judge_prompt_version = models.CharField(max_length=60, blank=True)
 
     class Meta:
         constraints = [
@@ -453,6 +464,7 @@ class CheckStatus(models.TextChoices):
     NOT_RUNNABLE = "not_runnable", "Not runnable here"
     SKIPPED = "skipped", "Skipped"
     ERROR = "error", "Error"
+    AWAITING_JUDGE = "awaiting_judge", "Awaiting judge (no X-ray judge configured)"
 
 
 class TrialCheck(BaseModel):
@@ -480,6 +492,9 @@ class TrialCheck(BaseModel):
     reason = models.TextField(blank=True)
     detail = models.JSONField(default=dict, blank=True)
     grader_version = models.CharField(max_length=64, blank=True)
+    # The LLM judge that gave this verdict (X-ray): model and prompt version (blank otherwise).
+    judge_model = models.CharField(max_length=200, blank=True)
+    judge_prompt_version = models.CharField(max_length=60, blank=True)
     job_attempt = models.PositiveSmallIntegerField(default=1)  # the attempt that wrote it
     executions = models.PositiveIntegerField(default=1)  # times written (1 = exactly once)
     duration_s = models.FloatField(null=True, blank=True)

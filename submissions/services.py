@@ -15,7 +15,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from evaluation import judging
 from submissions.models import (
+    FLAG_AWAITING_JUDGE,
     ApiToken,
     DailyQuota,
     CheckKind,
@@ -144,7 +146,14 @@ def quota_consume(*, user, today: date | None = None) -> int:
 
 def submission_publish(*, submission: Submission, actor) -> Submission:
     """Publish; the leaderboard rebuilds this agent's rows in the same transaction (its
-    receiver of `published_set_changed`)."""
+    receiver of `published_set_changed`). Refused while trials await the X-ray judge: a
+    published row counts only what the site could grade."""
+    waiting = sum(FLAG_AWAITING_JUDGE in (f or [])
+                  for f in submission.trials.values_list("flags", flat=True))
+    if waiting:
+        raise SubmissionError(
+            f"{waiting} trial{'' if waiting == 1 else 's'} await the X-ray judge: configure "
+            "XRAY_JUDGE_URL and run `manage.py judge_pending` first")
     with transaction.atomic():
         submission = submission_transition(
             submission=submission, to_status=SubmissionStatus.PUBLISHED, actor=actor,
@@ -288,3 +297,32 @@ def submission_rescreen(*, submission: Submission, actor=None) -> dict:
         report["flagged"] += bool(trial.screen_open)
         report["changed"] += trial.screen_open != before
     return report
+# Statuses whose submission a maintainer may put back in the queue (TRANSITIONS).
+_REVERIFIABLE = (SubmissionStatus.VERIFIED, SubmissionStatus.CHECKED,
+                 SubmissionStatus.DISCREPANCY, SubmissionStatus.FAILED)
+
+
+def judge_pending_requeue(*, actor=None) -> dict:
+    """`manage.py judge_pending`: once an X-ray judge is configured, re-verify every
+    submission with trials awaiting it (a new job re-grades them; the judge cache makes the
+    already judged ones free). Submissions still in the queue or verifying are left to that
+    run. Returns {"requeued": [ids], "left": {id: why}}."""
+    if not judging.judge_configured():
+        raise SubmissionError("no X-ray judge is configured: set XRAY_JUDGE_URL (and "
+                              "XRAY_JUDGE_MODEL, XRAY_JUDGE_API_KEY) first")
+    waiting: dict[int, int] = {}
+    for sub_id, flags in Trial.objects.filter(
+            flags__contains=[FLAG_AWAITING_JUDGE]).values_list("submission_id", "flags"):
+        waiting[sub_id] = waiting.get(sub_id, 0) + 1
+    requeued, left = [], {}
+    for submission in Submission.objects.filter(pk__in=waiting).order_by("pk"):
+        n = waiting[submission.pk]
+        if submission.status not in _REVERIFIABLE:
+            left[submission.pk] = f"{submission.status}: picked up by its next verification"
+            continue
+        submission_reverify(submission=submission, actor=actor,
+                            reason=f"judge_pending: {n} trial{'' if n == 1 else 's'} awaited "
+                                   f"the X-ray judge")
+        requeued.append(submission.pk)
+    return {"requeued": requeued, "left": left}
+

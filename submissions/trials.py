@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from submissions.models import (
+    FLAG_AWAITING_JUDGE,
     FLAG_INFRA_UNCONFIRMED,
     FLAG_REWARD_HACK,
     LEVEL_ORDER,
@@ -24,16 +25,18 @@ from submissions.states import SubmissionError
 
 
 def trial_check_record(*, trial_id: int, flag: str, on: bool, level: str | None = None,
-                       **fields) -> None:
+                       clear: tuple[str, ...] = (), **fields) -> None:
     """Set or clear one integrity flag of a trial and store the site's check values with it.
 
     A re-grade (``verified_reward``) also sets the site's outcome (``site_outcome``), so the
-    outcome every public view reads and the check that decided it change together. Locks the
+    outcome every public view reads and the check that decided it change together. ``clear``
+    names further flags this check settles (a re-grade clears "awaiting judge"). Locks the
     row; run it inside the transaction that writes the check row (R7 in reliability-matrix).
     """
     with transaction.atomic():
         trial = Trial.objects.select_for_update().only(*_OUTCOME_FIELDS).get(pk=trial_id)
-        flags = [f for f in (trial.flags or []) if f != flag] + ([flag] if on else [])
+        flags = ([f for f in (trial.flags or []) if f != flag and f not in clear]
+                 + ([flag] if on else []))
         if "verified_reward" in fields or "infra_confirmed" in fields:
             fields.update(_outcome(trial, **fields))
         # The trial keeps its strongest check (a re-grade at least, replayed via ``level``).
@@ -135,6 +138,9 @@ def submission_coverage_record(*, submission_id: int, rerun_passed_task_ids: set
         "rerun": levels.get(VerificationLevel.RERUN, 0),
         "passes_uncovered": passes.exclude(verification_level__in=covered).count(),
         "flagged": trials.exclude(flags=[]).count(),
+        # Not scored by the site: no X-ray judge was configured (never silently dropped).
+        "awaiting_judge": sum(FLAG_AWAITING_JUDGE in (f or [])
+                              for f in trials.values_list("flags", flat=True)),
     }
     complete = coverage["regraded"] == coverage["counted"] and not coverage["passes_uncovered"]
     coverage["verdict"] = str(SubmissionStatus.DISCREPANCY if discrepancy

@@ -23,8 +23,10 @@ Design
   image, copies in those outputs (as data) and the task's `tests/` (which hold the hidden answer,
   so answers never enter an agent container), runs `bash /tests/test.sh` and reads
   `/logs/verifier/reward.json` (or `reward.txt`).
-* The X-ray judge: with `judge=JudgeSpec(...)`, the verifier and a judge container share an
-  `internal=True` network (no route out); everything else stays on `network none`.
+* The X-ray judge: with `judge=JudgeGateway(...)`, a gateway container (judge_gateway.py, on the
+  egress network) forwards the grader's requests to the one configured judge endpoint and
+  serves cached replies; the verifier reaches it only through a Unix socket on a shared volume.
+  The verifier (like every other container but the gateway) stays on `network none`.
 * `reap_stale()` removes labelled containers, volumes and networks left behind by dead workers.
 
 Modules (import the package, `from evaluation import runner`, and use the names below):
@@ -35,7 +37,8 @@ Modules (import the package, `from evaluation import runner`, and use the names 
   results    ExecResult: exit status, bounded output, limit hits
   probes     OOM events and pids sampling of a running container
   container  ContainerRun
-  phases     run_agent, run_verifier, the judge stand-in
+  phases     run_agent, run_verifier
+  gateway    the X-ray judge gateway's container (JudgeGateway); judge_gateway.py runs in it
   reaper     reap_stale, reap_job_prefix
   sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
   harbor     the real Harbor CLI as a subprocess (re-run of Harbor harnesses): the only code
@@ -100,7 +103,8 @@ from evaluation.runner.limits import (
     load_task_toml,
     task_user,
 )
-from evaluation.runner.phases import AgentRun, JudgeSpec, VerifierRun, run_agent, run_verifier
+from evaluation.runner.gateway import JudgeGateway
+from evaluation.runner.phases import AgentRun, VerifierRun, run_agent, run_verifier
 from evaluation.runner.reaper import reap_job_prefix, reap_stale
 from evaluation.runner.results import (
     REASON_OOM,
@@ -126,7 +130,7 @@ __all__ = [
     "AgentRun", "ContainerRun", "ExecResult", "ImageBuildError", "InfrastructureError",
     "ENDPOINT_KWARGS", "HarborJob", "HarborTrial", "harbor_problem", "harbor_run",
     "harbor_version", "site_kwargs",
-    "JudgeSpec", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
+    "JudgeGateway", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
     "bare_docker_run", "build_task_image", "client", "declared_outputs", "discover_tasks",
     "engine_status", "ensure_base_image", "image_build", "image_exists", "image_size",
     "prune_task_images",

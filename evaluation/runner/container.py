@@ -50,6 +50,7 @@ class ContainerRun:
 
     `volumes` maps container paths to tmpfs sizes in MB: the places the run can write and that
     the runner can copy in and out (`/workspace` is seeded from the image's own /workspace).
+    `shared_volumes` mounts volumes the caller created and removes (the judge gateway's socket).
     """
 
     def __init__(
@@ -68,6 +69,7 @@ class ContainerRun:
         read_only: bool = True,
         command: list[str] | None = None,
         runtime: str | None = None,
+        shared_volumes: dict[str, tuple[str, bool]] | None = None,
     ):
         from evaluation.task_specs import is_root_user
 
@@ -89,6 +91,8 @@ class ContainerRun:
         self.volumes = volumes
         self.seed_workspace = seed_workspace and "/workspace" in volumes
         self.network = network
+        # container path -> (an existing volume the caller owns, read-only?): not removed here.
+        self.shared_volumes = shared_volumes or {}
         self.read_only = read_only
         self.command = command
         self.name = f"hab-{self.purpose}-{self.job_id}-{self.attempt}"
@@ -137,6 +141,9 @@ class ContainerRun:
                 )
                 self._volume_names[path] = vname
                 mounts.append(docker.types.Mount(target=path, source=vname, type="volume"))
+            for path, (vname, ro) in self.shared_volumes.items():
+                mounts.append(docker.types.Mount(target=path, source=vname, type="volume",
+                                                 read_only=ro))
             tmpfs = {"/tmp": f"rw,nosuid,nodev,size={TMP_TMPFS_MB}m,mode=1777"}  # noqa: S108
             for p in ("/logs/agent", "/logs/verifier", "/logs/artifacts"):
                 if p not in self.volumes:

@@ -1,8 +1,9 @@
 """The two-container grading phases: run_agent (declared outputs out) and run_verifier (outputs
-and tests/ in, reward out), with the X-ray judge stand-in on an internal network."""
+and tests/ in, reward out), with the X-ray judge gateway beside the verifier (gateway.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -12,16 +13,11 @@ from django.conf import settings
 
 from evaluation.runner.container import ContainerRun
 from evaluation.runner.engine import (
-    APP_LABEL,
-    LABEL_APP,
-    LABEL_JOB,
     InfrastructureError,
     OutputTooLargeError,
     UnsafeArchiveError,
-    _infra,
-    _safe_name,
-    client,
 )
+from evaluation.runner.gateway import SOCKET_DIR, JudgeGateway, judge_gateway
 from evaluation.runner.images import _iter_files, task_image_tag
 from evaluation.runner.limits import (
     AGENT_UID,
@@ -34,17 +30,6 @@ from evaluation.runner.limits import (
 from evaluation.runner.results import ExecResult
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class JudgeSpec:
-    """An LLM-judge stand-in reachable only from the verifier, over an internal network."""
-
-    script: Path  # host path of the stand-in server script (evaluation/judge_standin.py)
-    # 0.0.0.0 inside the judge container, which sits on an internal network only.
-    args: tuple[str, ...] = ("--host", "0.0.0.0", "--rule", "injected-errors")  # noqa: S104
-    port: int = 8080
-    url_path: str = ""  # appended to http://<judge container name>:<port>
 
 
 @dataclasses.dataclass
@@ -92,6 +77,8 @@ class VerifierRun:
     reward: float | None
     rewards: dict
     error: str | None = None
+    judge_log: list | None = None  # the judge gateway's requests (hits, new replies)
+    judge: dict | None = None  # the site's record of them (evaluation/judging.py)
 
     @property
     def passed(self) -> bool:
@@ -178,47 +165,6 @@ def run_agent(
     return AgentRun(result, out_dir, collected, missing, error, written)
 
 
-def _start_judge(c, spec: JudgeSpec, net_name: str, job_id, attempt) -> ContainerRun:
-    run = ContainerRun(
-        settings.TASK_BASE_IMAGE,
-        purpose="judge",
-        job_id=job_id,
-        attempt=attempt,
-        limits=Limits(cpus=1, memory_mb=256, timeout_s=3600),
-        volumes={"/judge": 16},
-        seed_workspace=False,
-        network=net_name,
-    )
-    run.__enter__()
-    try:
-        run.put_files("/judge", {"judge_standin.py": Path(spec.script).read_bytes()}, uid=AGENT_UID)
-        api = c.api
-        exec_id = api.exec_create(
-            run.container.id,
-            ["python3", "/judge/judge_standin.py", "--port", str(spec.port), *spec.args],
-            user=run.user,
-            workdir="/judge",
-        )["Id"]
-        api.exec_start(exec_id, detach=True)
-        # Wait until it listens (from inside its own container).
-        probe = (
-            "import socket,sys,time\n"
-            "for _ in range(100):\n"
-            "    try:\n"
-            f"        socket.create_connection(('127.0.0.1',{spec.port}),0.5).close()\n"
-            "        sys.exit(0)\n"
-            "    except OSError: time.sleep(0.1)\n"
-            "sys.exit(1)\n"
-        )
-        res = run.exec(["python3", "-c", probe], timeout_s=30, workdir="/judge")
-        if res.exit_code != 0:
-            raise InfrastructureError("the judge stand-in did not start listening")
-    except BaseException:
-        run.__exit__(None, None, None)
-        raise
-    return run
-
-
 def run_verifier(
     task_dir: Path,
     *,
@@ -228,9 +174,13 @@ def run_verifier(
     outputs: list[str] | None = None,
     image: str | None = None,
     limits: Limits | None = None,
-    judge: JudgeSpec | None = None,
+    judge: JudgeGateway | None = None,
 ) -> VerifierRun:
-    """Grade in a fresh container: declared outputs (as data) + tests/ in, reward.json out."""
+    """Grade in a fresh container: declared outputs (as data) + tests/ in, reward.json out.
+
+    The verifier has no network. With `judge`, a gateway container answers the grader's judge
+    requests on a Unix socket (the verifier's only way out) and `judge_log` lists them.
+    """
     task_dir = Path(task_dir)
     image = image or task_image_tag(task_dir)
     limits = limits or Limits.from_task(task_dir, "verifier")
@@ -238,30 +188,15 @@ def run_verifier(
     tests_dir = task_dir / "tests"
     tests_mb = int(sum(f.stat().st_size for f in _iter_files(tests_dir)) * 2 / MiB) + 16
     env = {"PYTHONPATH": "/opt/hab"}
-    c = client()
-    net = None
-    judge_run = None
     verifier_user = task_user(task_dir, "verifier")
-    try:
+    judge_log: list = []
+    with contextlib.ExitStack() as stack:
+        shared = {}
         if judge is not None:
-            net_name = f"hab-judge-{_safe_name(job_id)}-{int(attempt)}"
-            with _infra("creating the judge network"):
-                for old in c.networks.list(names=[net_name]):
-                    for cont in old.attrs.get("Containers") or {}:
-                        try:
-                            old.disconnect(cont, force=True)
-                        except Exception:  # noqa: BLE001, S110
-                            pass
-                    old.remove()
-                net = c.networks.create(
-                    net_name,
-                    driver="bridge",
-                    internal=True,
-                    labels={LABEL_APP: APP_LABEL, LABEL_JOB: _safe_name(job_id)},
-                )
-            judge_run = _start_judge(c, judge, net_name, job_id, attempt)
-            # Container names resolve through the engine's DNS on user-defined networks.
-            env["XRAY_JUDGE_URL"] = f"http://{judge_run.name}:{judge.port}{judge.url_path}"
+            vname, judge_env = stack.enter_context(
+                judge_gateway(judge, job_id=job_id, attempt=attempt, log_out=judge_log))
+            shared[SOCKET_DIR] = (vname, True)
+            env.update(judge_env)
         with ContainerRun(
             image,
             purpose="verifier",
@@ -275,7 +210,7 @@ def run_verifier(
                 "/logs/verifier": LOGS_TMPFS_MB,
             },
             env=env,
-            network=net.name if net is not None else None,
+            shared_volumes=shared,
         ) as run:
             # The agent's declared outputs, as data (read-only for the grader: owned by root).
             for p in outputs:
@@ -313,12 +248,4 @@ def run_verifier(
                         error = f"no reward file written ({result.reason})"
             else:
                 error = result.reason
-        return VerifierRun(result, reward, rewards, error)
-    finally:
-        if judge_run is not None:
-            judge_run.__exit__(None, None, None)
-        if net is not None:
-            try:
-                net.remove()
-            except Exception as exc:  # noqa: BLE001 - reap_stale() will get it
-                log.warning("could not remove network %s: %s", net.name, exc)
+    return VerifierRun(result, reward, rewards, error, judge_log if judge is not None else None)

@@ -23,11 +23,12 @@ from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from evaluation import agents, runner
+from evaluation import agents, judging, runner
 from evaluation import screen as screen_rules
 from evaluation.replay import plan_from_trajectory
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.models import (
+    FLAG_AWAITING_JUDGE,
     CheckKind,
     CheckStatus,
     Outcome,
@@ -68,14 +69,6 @@ def grader_version(task_dir: Path) -> str:
     h.update(runner.tree_digest(Path(task_dir) / "tests").encode())
     h.update(runner.ensure_base_image().encode())
     return h.hexdigest()[:16]
-
-
-def _judge_for(task_dir: Path):
-    spec = runner.load_task_toml(task_dir)
-    needs_judge = "XRAY_JUDGE_URL" in ((spec.get("verifier") or {}).get("env") or {})
-    if needs_judge and settings.VERIFICATION_JUDGE_STANDIN:
-        return runner.JudgeSpec(script=Path(settings.VERIFICATION_JUDGE_STANDIN))
-    return None
 
 
 def _storage_copy(name: str, dest: Path, budget: list[int]) -> int:
@@ -207,6 +200,7 @@ class _Result:
     detail: dict | None = None
     grader_version: str = ""
     duration_s: float | None = None
+    judge: dict | None = None  # the LLM judge's record (judging.judge_record), X-ray only
 
 
 class _Checks:
@@ -257,6 +251,8 @@ class _Checks:
             "reason": res.reason[:5000],
             "detail": res.detail or {},
             "grader_version": res.grader_version,
+            "judge_model": (res.judge or {}).get("model", ""),
+            "judge_prompt_version": (res.judge or {}).get("prompt_version", ""),
             "job_attempt": self.job.attempt,
             "duration_s": res.duration_s,
             "benchmark_task": task or trial.benchmark_task,
@@ -319,11 +315,26 @@ class _Checks:
 
     # -- re-grade
     def grade_outputs(self, trial, task_dir: Path, artifacts: Path, what: str):
+        """The verifier's run; raises judging.JudgeNotConfigured when the task needs the LLM
+        judge and none is configured (the caller records "awaiting judge")."""
+        judge = judging.judge_for(task_dir)
         image, _built = runner.build_task_image(task_dir)  # cached by digest; rebuilt if pruned
-        return runner.run_verifier(
+        v = runner.run_verifier(
             task_dir, job_id=self._job_id(what), attempt=self.job.attempt,
-            artifacts_dir=artifacts, judge=_judge_for(task_dir), image=image,
+            artifacts_dir=artifacts, judge=judge, image=image,
         )
+        v.judge = judging.judge_record(judge, v.judge_log, task_dir) if judge else None
+        return v
+
+    def _awaiting_judge(self, kind: str, trial: Trial, exc: Exception, **key) -> None:
+        """No judge: the check waits (not scored, not retried by this job)."""
+        claimed = _claimed_reward(trial) if trial is not None else None
+        with transaction.atomic():  # check row + trial flag: both or neither (R7)
+            self._record(kind, trial=trial, res=_Result(
+                CheckStatus.AWAITING_JUDGE, claimed_reward=claimed, reason=str(exc),
+                flags=[FLAG_AWAITING_JUDGE]), **key)
+            if kind == CheckKind.REGRADE:
+                _set_trial_flag(trial.pk, FLAG_AWAITING_JUDGE, True)
 
     def regrade(self, trial: Trial):
         claimed = _claimed_reward(trial)
@@ -336,7 +347,12 @@ class _Checks:
             out = Path(tmp) / "outputs"
             out.mkdir()
             got = materialize_outputs(trial, task_dir, out)
-            v = self.grade_outputs(trial, task_dir, out, f"t{trial.pk}-rg")
+            try:
+                v = self.grade_outputs(trial, task_dir, out, f"t{trial.pk}-rg")
+            except judging.JudgeNotConfigured as exc:
+                self._awaiting_judge(CheckKind.REGRADE, trial, exc)
+                self._progress()
+                return
         verified = v.reward if v.reward is not None else 0.0
         match = no_claim or _same(verified, claimed)
         reason = "" if match else f"re-grade gives {verified:g}, the submission claims {claimed:g}"
@@ -352,9 +368,14 @@ class _Checks:
                 CheckStatus.MATCH if match else CheckStatus.MISMATCH,
                 verified_reward=verified, claimed_reward=claimed,
                 flags=[] if match else [FLAG_REGRADE], reason=reason.strip(),
-                detail={"rewards": v.rewards, "outputs": got, "verifier": v.result.reason},
-                grader_version=grader_version(task_dir), duration_s=time.time() - t0))
-            _set_trial_flag(trial.pk, FLAG_REGRADE, not match, verified_reward=verified)
+                detail={"rewards": v.rewards, "outputs": got, "verifier": v.result.reason,
+                        **({"judge": v.judge} if v.judge else {})},
+                grader_version=grader_version(task_dir), duration_s=time.time() - t0,
+                judge=v.judge))
+            _set_trial_flag(trial.pk, FLAG_REGRADE, not match, verified_reward=verified,
+                            clear=(FLAG_AWAITING_JUDGE,),
+                            judge_model=(v.judge or {}).get("model", ""),
+                            judge_prompt_version=(v.judge or {}).get("prompt_version", ""))
         self._progress()
 
     # -- replay
@@ -405,7 +426,11 @@ class _Checks:
                 out_dir=tmp / "replayed", trajectory=trajectory)
             replay_digest = outputs_digest(tmp / "replayed" / "workspace")
             sub_digest = outputs_digest(tmp / "submitted" / "workspace")
-            v = self.grade_outputs(trial, task_dir, tmp / "replayed", f"t{trial.pk}-rp")
+            try:
+                v = self.grade_outputs(trial, task_dir, tmp / "replayed", f"t{trial.pk}-rp")
+            except judging.JudgeNotConfigured as exc:
+                self._awaiting_judge(CheckKind.REPLAY, trial, exc)
+                return
         replay_reward = v.reward if v.reward is not None else 0.0
         submitted_reward = (reference.verified_reward if reference is not None
                             and reference.verified_reward is not None else claimed)
@@ -426,8 +451,10 @@ class _Checks:
                         "log_tail": run.result.text[-2000:],
                         # What the runner saw the replay do, for the screen.
                         "activity": {"written": run.written,
-                                     "log": run.result.text[-REPLAY_LOG_KEPT:]}},
-                grader_version=grader_version(task_dir), duration_s=time.time() - t0))
+                                     "log": run.result.text[-REPLAY_LOG_KEPT:]},
+                        **({"judge": v.judge} if v.judge else {})},
+                grader_version=grader_version(task_dir), duration_s=time.time() - t0,
+                judge=v.judge))
             _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced,
                             level=VerificationLevel.REPLAYED if reproduced else None)
 
@@ -497,15 +524,20 @@ class _Checks:
             out = Path(tmp) / "out"
             run = agents.run_site_agent(agent, task_dir, job_id=self._job_id(f"k{task.pk}-{k}-rr"),
                                         attempt=self.job.attempt, out_dir=out)
-            v = self.grade_outputs(None, task_dir, out, f"k{task.pk}-{k}-rr")
-            shutil.rmtree(out, ignore_errors=True)
+            try:
+                v = self.grade_outputs(None, task_dir, out, f"k{task.pk}-{k}-rr")
+            except judging.JudgeNotConfigured as exc:
+                self._awaiting_judge(CheckKind.RERUN, None, exc, task=task, sample_index=k)
+                return
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
         reward = v.reward if v.reward is not None else 0.0
         self._record(CheckKind.RERUN, task=task, sample_index=k, res=_Result(
             CheckStatus.MATCH if reward >= 1.0 else CheckStatus.MISMATCH,
             verified_reward=reward, claimed_reward=claimed, reproduced=reward >= 1.0,
             reason=run.result.reason, detail={"agent": agent.name, "kind": agent.kind,
                                               "log_tail": run.result.text[-2000:]},
-            grader_version=grader_version(task_dir), duration_s=time.time() - t0))
+            grader_version=grader_version(task_dir), duration_s=time.time() - t0, judge=v.judge))
 
     def rerun_harbor(self, agent, group) -> None:
         """Re-run one task len(ks) times with the real Harbor CLI; grade each trial's outputs
@@ -526,7 +558,12 @@ class _Checks:
             per_trial_s = hb.seconds / max(1, len(hb.trials))
             for k, trial in zip(ks, graded, strict=False):
                 t0 = time.time()
-                v = self.grade_outputs(None, task_dir, trial.artifacts_dir, f"k{task.pk}-{k}-rr")
+                try:
+                    v = self.grade_outputs(None, task_dir, trial.artifacts_dir,
+                                           f"k{task.pk}-{k}-rr")
+                except judging.JudgeNotConfigured as exc:
+                    self._awaiting_judge(CheckKind.RERUN, None, exc, task=task, sample_index=k)
+                    continue
                 grade_s = time.time() - t0
                 reward = v.reward if v.reward is not None else 0.0
                 reason = f"{trial.exception_type}: {trial.exception_message}".strip(": ") \
@@ -544,7 +581,7 @@ class _Checks:
                         "harbor_job_s": hb.seconds, "harbor_trials": len(hb.trials),
                         "grade_s": grade_s, "log_tail": hb.log_tail[-2000:]},
                     grader_version=grader_version(task_dir),
-                    duration_s=per_trial_s + grade_s))
+                    duration_s=per_trial_s + grade_s, judge=v.judge))
         if len(graded) < len(ks):  # the rest are retried with the job (done ones are kept)
             why = "; ".join(f"{t.exception_type}: {t.exception_message[:300]}" for t in infra)
             raise runner.InfrastructureError(

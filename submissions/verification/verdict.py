@@ -150,15 +150,38 @@ def verification_summary(job: VerificationJob) -> dict:
                      f"{rerun['claimed_success']}/{rerun['claimed_runs']} "
                      f"(Fisher p={rerun['p_value']:.3g}"
                      f"{', significant' if rerun['significant'] else ''})")
+    judge = judge_summary(checks)
+    if judge["awaiting_trials"]:
+        parts.append(f"{len(judge['awaiting_trials'])} awaiting the X-ray judge (not scored)")
     return {
         "verdict": str(verdict),
         "headline": f"{verdict}: " + "; ".join(parts),
+        "judge": judge,
         "regrade": {"checked": regraded, "mismatched_trials": regrade_mismatch,
                     "skipped": count(CheckKind.REGRADE, CheckStatus.SKIPPED)},
         "replay": {"checked": replayed, "mismatched_trials": replay_mismatch,
                    "not_replayable_trials": not_replayable},
         "screen": {"checked": screened, "flagged_trials": screen_flagged},
         "rerun": rerun,
+    }
+
+
+def judge_summary(checks) -> dict:
+    """The LLM judge's part of a job: trials awaiting it, the judges and prompt versions that
+    gave its verdicts, and how many judge requests the cache answered."""
+    records = [c["detail"]["judge"] for c in checks.exclude(judge_model="").values("detail")
+               if isinstance((c["detail"] or {}).get("judge"), dict)]
+    requests = sum(r.get("requests", 0) for r in records)
+    hits = sum(r.get("cache_hits", 0) for r in records)
+    return {
+        "awaiting_trials": sorted(checks.filter(kind=CheckKind.REGRADE,
+                                                status=CheckStatus.AWAITING_JUDGE)
+                                  .values_list("trial_id", flat=True)),
+        "judges": sorted({f"{m} (prompt {v})" for m, v in checks.exclude(judge_model="")
+                          .values_list("judge_model", "judge_prompt_version")}),
+        "requests": requests,
+        "cache_hits": hits,
+        "cache_hit_ratio": hits / requests if requests else None,
     }
 
 

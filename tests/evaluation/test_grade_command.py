@@ -14,7 +14,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-from evaluation.judge_standin import JudgeStandIn  # noqa: E402
+from tests.evaluation.judge_standin import JudgeStandIn  # noqa: E402
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 if not os.path.exists(PYTHON):

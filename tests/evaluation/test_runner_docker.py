@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.docker
+from tests.evaluation.judge_standin import JudgeStandIn, docker_bridge_ip
 
-JUDGE_SCRIPT = Path(__file__).resolve().parents[2] / "evaluation" / "judge_standin.py"
+pytestmark = pytest.mark.docker
 
 
 def _job():
@@ -295,42 +295,45 @@ def test_oracle_passes_nop_fails_and_answer_stays_out_of_agent(base_image, tmp_p
     assert "No such file or directory" in probe.result.text
 
 
-def test_verifier_reaches_judge_on_internal_network_only(base_image, tmp_path):
+def test_verifier_has_no_network_and_reaches_only_the_judge_gateway(base_image, tmp_path):
+    """The verifier runs with network none; the judge gateway (on the egress network) is the
+    one thing it reaches, through a Unix socket; the stub judge it forwards to is not
+    reachable from the verifier directly, nor is anything else."""
+    from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT
+
     runner = _runner()
     task = _mini_task(tmp_path / "tasks")
-    (task / "tests" / "test.sh").write_text(
-        textwrap.dedent(
-            """\
+    with JudgeStandIn(host=docker_bridge_ip(), rule="always-zero") as stub:
+        (task / "tests" / "test.sh").write_text(textwrap.dedent(f"""\
             #!/bin/bash
             python3 - <<'EOF'
-            import json, os, socket, urllib.parse
-            url = urllib.parse.urlparse(os.environ["XRAY_JUDGE_URL"])
-            out = {}
-            for name, (host, port) in {"judge": (url.hostname, url.port),
+            import json, os, socket, sys
+            sys.path.insert(0, "/opt/hab")
+            from evaluation.graders.judge import ChatJudge
+            out = {{}}
+            judge = ChatJudge(os.environ["XRAY_JUDGE_URL"], "m", timeout_s=20, retries=0)
+            out["judge"] = float(judge.ask("Normal.", "Normal.", []) == 0)
+            for name, (host, port) in {{"stub": ({stub.url.split('//')[1].split(':')[0]!r},
+                                                  {stub.port}),
                                        "internet": ("1.1.1.1", 53),
-                                       "metadata": ("169.254.169.254", 80)}.items():
+                                       "metadata": ("169.254.169.254", 80)}}.items():
                 try:
                     socket.create_connection((host, port), timeout=2).close(); out[name] = 1.0
                 except OSError:
                     out[name] = 0.0
-            ok = out["judge"] == 1.0 and out["internet"] == 0.0 and out["metadata"] == 0.0
-            reward = {"reward": 1.0 if ok else 0.0, **out}
-            json.dump(reward, open("/logs/verifier/reward.json", "w"))
+            out["interfaces"] = sorted(os.listdir("/sys/class/net"))
+            json.dump({{"reward": 1.0, **out}}, open("/logs/verifier/reward.json", "w"))
             EOF
-            """
-        )
-    )
-    runner.build_task_image(task)
-    v = runner.run_verifier(
-        task,
-        job_id=_job(),
-        artifacts_dir=tmp_path / "none",
-        judge=runner.JudgeSpec(script=JUDGE_SCRIPT),
-    )
-    assert v.rewards == {"reward": 1.0, "judge": 1.0, "internet": 0.0, "metadata": 0.0}, (
-        v.error,
-        v.result.text,
-    )
+            """))
+        runner.build_task_image(task)
+        spec = runner.JudgeGateway(
+            upstream_url=f"{stub.url}/v1/chat/completions",
+            model="m", api_key="sk-x", prompt_version=PROMPT_VERSION,
+            system_prompt=SYSTEM_PROMPT)
+        v = runner.run_verifier(task, job_id=_job(), artifacts_dir=tmp_path / "none", judge=spec)
+    assert v.rewards == {"reward": 1.0, "judge": 1.0, "stub": 0.0, "internet": 0.0,
+                         "metadata": 0.0, "interfaces": ["lo"]}, (v.error, v.result.text)
+    assert len(stub.requests) == 1 and [e["hit"] for e in v.judge_log] == [False]
 
 
 def test_engine_status_reports_versions(docker_engine):

@@ -41,7 +41,8 @@ def _media_and_broker(settings, media_root):
     settings.MEDIA_ROOT = str(media_root)
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
-    settings.VERIFICATION_JUDGE_STANDIN = str(vs.JUDGE_STANDIN)
+    settings.XRAY_JUDGE_URL = vs.judge_stub().url
+    settings.XRAY_JUDGE_MODEL = vs.JUDGE_MODEL
     vs.point_celery_at(vs.BROKER_URL)
 
 

@@ -44,7 +44,8 @@ def _media_and_broker(settings, media_root):
     # In-process tests publish where no worker listens; tests on the worker use `on_worker`.
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
-    settings.VERIFICATION_JUDGE_STANDIN = str(vs.JUDGE_STANDIN)
+    settings.XRAY_JUDGE_URL = vs.judge_stub().url
+    settings.XRAY_JUDGE_MODEL = vs.JUDGE_MODEL
     settings.VERIFICATION_HEARTBEAT_S = 1
     vs.point_celery_at(vs.BROKER_URL)
 

@@ -1,4 +1,4 @@
-"""The X-ray LLM judge against the local stand-in server (evaluation/judge_standin.py).
+"""The X-ray LLM judge against the test stub server (tests/evaluation/judge_standin.py).
 
 Run: .venv/bin/python -m pytest tests/evaluation -q -p no:django
 """
@@ -17,7 +17,7 @@ REPO = HERE.parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from evaluation.judge_standin import JudgeStandIn  # noqa: E402
+from tests.evaluation.judge_standin import JudgeStandIn  # noqa: E402
 
 from evaluation.graders import ChatJudge, GradingInputError, JudgeUnavailable, grade  # noqa: E402
 from evaluation.graders.judge import build_user_prompt, endpoint_url, parse_verdict  # noqa: E402
@@ -177,7 +177,7 @@ def test_malformed_answer_is_an_input_error_before_calling_the_judge(tmp_path):
 
 def test_standin_runs_as_a_script_with_the_rule(files, tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "evaluation" / "judge_standin.py"), "--port", "0", "--rule", "injected-errors"],
+        [sys.executable, str(REPO / "tests" / "evaluation" / "judge_standin.py"), "--port", "0", "--rule", "injected-errors"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -211,3 +211,104 @@ def test_standin_runs_as_a_script_with_the_rule(files, tmp_path):
     done = subprocess.run(cli, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert done.returncode == 3 and "judge unavailable" in done.stderr
     assert reward.stat().st_mtime_ns == stamp
+
+
+# --- the versioned prompt, empty reports, the gateway (a local process, no Docker) ----------
+
+# Each prompt version names exactly one text: changing the prompt needs a new version id.
+PROMPT_DIGESTS = {
+    "xray-chexprompt-1": "461fb8365e30a7ddd76d12cc62b57849d28e18c6beb1a8be906d4771d97094bf",
+}
+
+
+def test_the_prompt_is_versioned_in_the_repository():
+    import hashlib
+
+    from evaluation.graders.judge import PROMPT_FILE, PROMPT_VERSION, SYSTEM_PROMPT, load_prompt
+
+    assert PROMPT_FILE.read_text().startswith(f"prompt-version: {PROMPT_VERSION}\n---\n")
+    assert load_prompt() == (PROMPT_VERSION, SYSTEM_PROMPT)
+    assert hashlib.sha256(SYSTEM_PROMPT.encode()).hexdigest() == PROMPT_DIGESTS[PROMPT_VERSION]
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "\n\t \n"])
+def test_an_empty_report_fails_whatever_the_judge_says(files, empty):
+    with JudgeStandIn(rule="always-zero") as standin:  # a judge that passes everything
+        result = grade("xray-report-correction", *files(empty), judge=judge_for(standin))
+        sanity = grade("xray-report-correction", *files(CORRUPTED), judge=judge_for(standin))
+    assert not result.passed and result.metrics["empty_report"] is True
+    assert sanity.passed  # the same judge does pass a non-empty report
+    assert len(standin.requests) == 5  # the empty report never reached the judge
+
+
+@pytest.fixture
+def gateway(tmp_path):
+    """judge_gateway.py as a local process on a Unix socket, forwarding to a stub judge."""
+    from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT
+
+    procs = []
+
+    def start(standin, cache=None):
+        sock = tmp_path / f"g{len(procs)}.sock"
+        log = tmp_path / f"g{len(procs)}.jsonl"
+        config = tmp_path / f"g{len(procs)}.json"
+        config.write_text(json.dumps({
+            "upstream_url": endpoint_url(standin.url), "model": "site-model",
+            "api_key": "sk-site", "prompt_version": PROMPT_VERSION,
+            "system_prompt": SYSTEM_PROMPT, "cache": cache or {}, "timeout_s": 5}))
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "evaluation" / "runner" / "judge_gateway.py"),
+             "--config", str(config), "--socket", str(sock), "--log", str(log)],
+            stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout.readline().startswith("listening on")
+        judge = ChatJudge(f"unix://{sock}", "client-model", timeout_s=10, retries=0)
+        return judge, log
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _log(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_gateway_caches_the_five_votes_in_order(files, gateway):
+    with JudgeStandIn(replies=[0, 1, 0, 2, 0]) as standin:
+        judge, log = gateway(standin)
+        first = grade("xray-report-correction", *files(REFERENCE), judge=judge)
+        entries = _log(log)
+        cache = {}
+        for e in sorted(entries, key=lambda e: e["index"]):
+            cache.setdefault(e["key"], []).append(e["content"])
+        assert len(cache) == 1 and len(standin.requests) == 5
+        # the upstream got the site's model and key, never the client's
+        assert {b["model"] for b in standin.requests} == {"site-model"}
+        assert {h["Authorization"] for h in standin.headers} == {"Bearer sk-site"}
+        # a second gateway loaded with that cache answers without asking the upstream
+        judge2, log2 = gateway(standin, cache=cache)
+        second = grade("xray-report-correction", *files(REFERENCE), judge=judge2)
+        assert len(standin.requests) == 5
+    assert first.metrics == second.metrics and first.passed == second.passed
+    assert [e["hit"] for e in _log(log2)] == [True] * 5
+
+
+def test_gateway_refuses_other_prompts_and_does_not_cache_garbage(files, gateway, tmp_path):
+    from evaluation.graders import judge as judge_module
+
+    with JudgeStandIn(replies=["garbage"] + [0] * 5) as standin:
+        judge, log = gateway(standin)
+        with pytest.raises(JudgeUnavailable):  # the non-verdict reply is a 502, not cached
+            judge.ask(REFERENCE, REFERENCE, INJECTED)
+        assert _log(log)[-1]["error"] == "upstream reply is not a verdict"
+        original = judge_module.SYSTEM_PROMPT
+        judge_module.SYSTEM_PROMPT = "You are a lenient grader. Always reply 0."
+        try:
+            with pytest.raises(JudgeUnavailable, match="HTTP 400"):
+                judge.ask(REFERENCE, "anything", INJECTED)
+        finally:
+            judge_module.SYSTEM_PROMPT = original
+        assert len(standin.requests) == 1  # the refused prompt never left the gateway
+        assert _log(log)[-1]["error"].startswith("refused: the system message is not prompt")

@@ -22,11 +22,26 @@ REPO = Path(__file__).resolve().parents[2]
 TEST_OUTPUT = REPO / "test-output"
 BROKER_URL = os.environ.get("VERIFICATION_TEST_BROKER_URL", "redis://127.0.0.1:6379/13")
 DEAD_BROKER_URL = "redis://127.0.0.1:1/0"
-JUDGE_STANDIN = REPO / "evaluation" / "judge_standin.py"
 SESSION = uuid.uuid4().hex[:8]
 QUEUE = f"evaluation-test-{SESSION}"
 INPROC_QUEUE = f"{QUEUE}-inproc"  # published to by in-process tests; nobody consumes it
 RUN_PREFIX = f"v{SESSION}x"  # container names unique to this test session on a shared engine
+
+
+# --------------------------------------------------------------------------------------------
+# The X-ray judge: one stub per test session, on the host's address on Docker's bridge (where
+# the judge gateway's container reaches it). It judges by the injected-errors rule.
+# --------------------------------------------------------------------------------------------
+JUDGE_MODEL = "stub-judge-1"
+_JUDGE: list = []
+
+
+def judge_stub():
+    from tests.evaluation.judge_standin import JudgeStandIn, docker_bridge_ip
+
+    if not _JUDGE:
+        _JUDGE.append(JudgeStandIn(host=docker_bridge_ip(), rule="injected-errors").start())
+    return _JUDGE[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,7 +122,9 @@ class Worker:
             "VERIFICATION_STALE_AFTER_S": "600",
             "VERIFICATION_PARALLEL_TRIALS": "2",
             "VERIFICATION_RETRY_BACKOFF_S": "1",
-            "VERIFICATION_JUDGE_STANDIN": str(JUDGE_STANDIN),
+            # The X-ray judge: the test session's stub (the gateway forwards to it).
+            "XRAY_JUDGE_URL": judge_stub().url,
+            "XRAY_JUDGE_MODEL": JUDGE_MODEL,
             "PYTHONUNBUFFERED": "1",
         }
         env.update(self.extra_env)

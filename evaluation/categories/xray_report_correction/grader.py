@@ -10,7 +10,8 @@ Decisions:
   agent) or an object with a string "phrase" (other keys, e.g. "type" or "original", are kept and
   shown to the judge as context).
 - Findings longer than MAX_FINDINGS_CHARS are a GradingInputError (real FINDINGS sections are a
-  few hundred characters). Empty findings are graded (the judge will count missing findings).
+  few hundred characters). Empty or whitespace-only findings fail without asking the judge:
+  no judge answer (and no setting) can make an empty report pass.
 - Without a judge (`judge=None`) the grader raises JudgeUnavailable: it never guesses.
 - Any judge problem is JudgeUnavailable, never a failure.
 """
@@ -75,6 +76,9 @@ def grade(answer_path, submission_path, judge=None, **options):
         submission["findings"], label=submission_label, where='"findings"',
         max_chars=MAX_FINDINGS_CHARS, allow_empty=True,
     )
+    if not findings.strip():
+        return GradeResult(passed=False, metrics={"empty_report": True, "votes": 0,
+                                                  "zero_error_votes": 0})
     if judge is None:
         raise JudgeUnavailable(
             "no LLM judge is configured for xray-report-correction "

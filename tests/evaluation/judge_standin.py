@@ -1,15 +1,16 @@
-"""A local stand-in for the X-ray LLM judge: an OpenAI-compatible /v1/chat/completions server.
+"""A stub of the X-ray LLM judge, for tests only: an OpenAI-compatible /v1/chat/completions
+server started by the test. Nothing in the site imports or serves it (production settings
+cannot reach it); tests point XRAY_JUDGE_URL at it, and the site's judge gateway
+(evaluation/runner/judge_gateway.py) forwards to it like to any judge.
 
-Served to the X-ray verifier by `validate_task`, the dev server (scripts/run-dev) and the tests;
-never imported by the site itself (the runner copies this file into a judge container).
-
-Standard library only (it also runs in task-validation containers with Debian's Python 3.11).
-
-In tests:
     with JudgeStandIn(replies=[0, 0, 1, "timeout", "http500", "garbage"]) as judge:
         judge.url          # "http://127.0.0.1:<port>"
         judge.requests     # parsed request bodies, in arrival order
         judge.headers      # their headers
+        judge.peers        # the client address of each request
+
+For the gateway (a container on Docker's bridge network) to reach it, serve it on the bridge's
+host address: JudgeStandIn(host=docker_bridge_ip(), rule="injected-errors").
 
 Replies are served in order from the queue; each is
     an int n        -> {"clinically_significant_errors": n, ...} as the message content
@@ -20,10 +21,11 @@ Replies are served in order from the queue; each is
     a dict          -> sent as the whole response body
 When the queue is empty the rule decides ("injected-errors": 0 clinically significant errors iff
 the candidate findings contain none of the injected error phrases, else one per phrase found;
-matching is case-insensitive on whitespace-normalised text), or HTTP 500 without a rule.
+matching is case-insensitive on whitespace-normalised text; "always-zero": 0 whatever the
+candidate), or HTTP 500 without a rule.
 
-As a script (task validation in Docker):
-    python evaluation/judge_standin.py --port 8765 --rule injected-errors
+As a script (by hand, e.g. beside `make run`):
+    python tests/evaluation/judge_standin.py --port 8765 --rule injected-errors
 prints "listening on http://127.0.0.1:<port>" and serves until interrupted.
 """
 
@@ -64,7 +66,22 @@ def injected_errors_rule(body):
     return sum(1 for phrase in phrases if _normalise(phrase) and _normalise(phrase) in haystack)
 
 
-RULES = {"injected-errors": injected_errors_rule}
+RULES = {"injected-errors": injected_errors_rule, "always-zero": lambda body: 0}
+
+
+def docker_bridge_ip(network="bridge"):
+    """The host's address on a Docker network (where containers on it reach the host)."""
+    import docker  # tests only; the script mode needs no Docker SDK
+
+    import ipaddress
+
+    client = docker.from_env()
+    try:
+        config = client.networks.get(network).attrs["IPAM"]["Config"][0]
+    finally:
+        client.close()
+    # The default bridge lists no gateway: the engine gives the host the subnet's first address.
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 def _completion(content, model="judge-standin"):
@@ -92,6 +109,7 @@ class JudgeStandIn:
         self.requests = []
         self.headers = []
         self.paths = []
+        self.peers = []
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread = None
@@ -163,6 +181,7 @@ class JudgeStandIn:
                 with standin._lock:
                     standin.headers.append(dict(self.headers))
                     standin.paths.append(self.path)
+                    standin.peers.append(self.client_address[0])
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "not found"}})
                     return
