@@ -48,6 +48,9 @@ SKIPPED = {
     r"^docker compose ": "Docker",
     r"^cp \.env\.example \.env$": "compose set-up (make run writes .env itself)",
     r"^\.venv/bin/python manage\.py \.\.\.$": "prose: any management command",
+    r"^\.venv/bin/python manage\.py judge_pending$": "an X-ray judge and a worker "
+                                                      "(tests/evaluation/test_xray_judge_site.py "
+                                                      "runs it)",
 }
 PLACEHOLDERS = {"<username>": "newcomer"}
 

@@ -124,6 +124,12 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
         "15 of 21 counted passes neither replayed nor re-run")
     assert TrialCheck.objects.filter(job=job, kind=CheckKind.REGRADE).count() == 21
     assert all(t.verified_reward == 1.0 and t.flags == [] for t in honest.trials.all())
+    # The X-ray trials were judged by the configured judge (the session's stub) on the worker.
+    from evaluation.graders.judge import PROMPT_VERSION
+
+    xray = honest.trials.filter(benchmark_task__category__slug="xray-report-correction")
+    assert xray.count() == 3 and set(xray.values_list("judge_model", "judge_prompt_version")) == {
+        (vs.JUDGE_MODEL, PROMPT_VERSION)}
     rerun = job.summary["rerun"]
     assert rerun["ran"] and rerun["rerun_success"] == rerun["rerun_runs"] == 2
     assert not rerun["significant"]

@@ -2,9 +2,9 @@
 
 This is the check CONTRIBUTING.md promises for a task pull request: structure, the task image
 builds with networking disabled, the oracle passes, the nop agent fails, no answer file and no
-network is reachable from the agent container. The X-ray package's verifier asks an LLM judge;
-validate_task serves it the scripted stand-in (evaluation/judge_standin.py) on an internal
-Docker network, so no endpoint or key is needed. Needs no database.
+network is reachable from the agent container. The X-ray package's verifier asks an LLM judge:
+validate_task uses the configured one (XRAY_JUDGE_URL) through the judge gateway; here that is
+the test's stub (tests/evaluation/judge_standin.py). Needs no database.
 """
 
 import io
@@ -13,7 +13,16 @@ import time
 import pytest
 from task_package_paths import PACKAGES, package_id
 
+from tests.evaluation.judge_standin import JudgeStandIn, docker_bridge_ip
+
 pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(autouse=True)
+def judge(settings):
+    with JudgeStandIn(host=docker_bridge_ip(), rule="injected-errors") as stub:
+        settings.XRAY_JUDGE_URL = stub.url
+        yield stub
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=package_id)
