@@ -45,11 +45,18 @@ Decisions (ASVS 5.1.1: permitted types, sizes and behaviour on malicious files):
   the archive size is checked after the header pass, and while inflating, the tar stream minus a
   3 KiB allowance per header (tar headers of small files compress ~100x) is held to the overall
   ratio, so a gzip bomb stops after inflating about 100 x its size.
-- Zip members are decompressed here (zlib), not by zipfile: zipfile is used only to parse the
-  central directory. Python 3.12.1 predates the CVE-2024-0450 fix, so overlapping members
-  (quoted-overlap bombs) are detected by hand: every member's local header and data must lie
-  before the next member and before the central directory. Local and central names must match;
-  CRC-32 is verified. Encrypted members (flag bit 0 or 6, or method 99) are `encrypted`.
+- Zip members are read by the standard library's zipfile, which checks that local and central
+  names match and that no member's data runs into the next one (overlap bombs, CVE-2024-0450,
+  fixed in 3.12.2). A thin layer around it keeps what zipfile does not enforce: the end record
+  and the central directory's entry count are checked by hand before zipfile parses anything
+  (a lying or huge count never builds 200,000 ZipInfo objects; data prepended to the archive is
+  refused), encryption is read from the local flags too (zipfile reads the central ones only),
+  and each member is read one byte past its declared size so that a member inflating beyond
+  its header is `too_large` at that point (zipfile alone would cut it off and report a CRC
+  error); CRC-32 is then checked over what was written. Encrypted members (flag bit 0 or 6, or
+  method 99) are `encrypted`.
+- Tar members are parsed by tarfile through a capped reader, and each one must also pass
+  tarfile's `data` extraction filter (tarfile.data_filter) before anything is written.
 - Nested archives are not expanded: they are ordinary files, counted in the totals and listed in
   `ExtractReport.nested_archives`.
 - Truncation: a zip without its end record, a gzip stream that ends early, or a tar whose data or
@@ -65,6 +72,7 @@ Decisions (ASVS 5.1.1: permitted types, sizes and behaviour on malicious files):
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import logging
 import os
@@ -189,97 +197,82 @@ def _zip_walk_directory(handle, cd_offset, cd_size, entries, limits, label):
 def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
     size = path.stat().st_size
     with open(path, "rb") as handle:
+        # Before zipfile parses anything: the end record is where it says (nothing prepended),
+        # and the central directory's real entry count is under the cap (zipfile would build
+        # every ZipInfo of a 200,000-entry directory in memory first).
         cd_offset, cd_size, entries, _ = _zip_end_record(handle, size, label)
         _zip_walk_directory(handle, cd_offset, cd_size, entries, limits, label)
         try:
             with zipfile.ZipFile(handle) as zf:
                 infos = zf.infolist()
+                if len(infos) != entries:
+                    raise ArchiveError(
+                        "bad_archive", f"{label}: the zip central directory and end record disagree"
+                    )
+                plan = _zip_check_members(zf, infos, handle, size, limits, label)
+        except (ArchiveError, RecursionError):
+            raise
         except Exception as exc:  # BadZipFile, struct.error, UnicodeDecodeError, ValueError...
             raise ArchiveError(
                 "bad_archive", f"{label}: corrupt zip archive ({_show(str(exc))})"
             ) from None
-        if len(infos) != entries:
-            raise ArchiveError(
-                "bad_archive", f"{label}: the zip central directory and end record disagree"
-            )
-
-        budget = _Budget(limits)
-        plan = []
-        for info in infos:
-            raw = info.orig_filename
-            shown = _show(raw)
-            if info.flag_bits & 0x41 or info.compress_type == 99:
-                raise ArchiveError(
-                    "encrypted", f"{shown}: encrypted zip members are not allowed", shown
-                )
-            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                raise ArchiveError(
-                    "unsupported_format",
-                    f"{shown}: compression method {info.compress_type} is not supported "
-                    "(only stored and deflate)",
-                    shown,
-                )
-            mode = info.external_attr >> 16
-            is_dir = raw.endswith("/") or stat.S_IFMT(mode) == stat.S_IFDIR
-            _check_mode(mode, raw, is_dir=is_dir)
-            if not is_dir:  # the ratio first: it is the precise diagnosis of a bomb
-                _ratio_error(
-                    limits,
-                    info.file_size,
-                    info.compress_size,
-                    limits.max_member_ratio,
-                    f"{shown}",
-                    raw,
-                )
-            # orig_filename keeps NUL bytes (zipfile cuts .filename at the first NUL)
-            rel = budget.entry(raw, info.file_size, is_dir)
-            plan.append(_Entry(raw, rel, is_dir, info.file_size, info))
-        _ratio_error(limits, budget.total, size, limits.max_overall_ratio, f"{label}: the archive")
-
-        # Overlap / bounds check (CVE-2024-0450 is not fixed in 3.12.1's zipfile).
-        ordered = sorted(plan, key=lambda e: e.info.header_offset)
-        prev_end = 0
-        for i, entry in enumerate(ordered):
-            info = entry.info
-            shown = _show(entry.raw)
-            if info.header_offset < prev_end:
-                raise ArchiveError("bad_archive", f"{shown}: overlapping zip entries", shown)
-            handle.seek(info.header_offset)
-            header = handle.read(_LFH.size)
-            if len(header) != _LFH.size or header[:4] != b"PK\x03\x04":
-                raise ArchiveError("bad_archive", f"{shown}: bad local file header", shown)
-            fields = _LFH.unpack(header)
-            flags, name_len, extra_len = fields[2], fields[9], fields[10]
-            local_name = handle.read(name_len)
-            encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
-            try:
-                central_name = info.orig_filename.encode(encoding)
-            except UnicodeEncodeError:
-                central_name = None
-            if local_name != central_name:
-                raise ArchiveError(
-                    "bad_archive", f"{shown}: local and central file names differ", shown
-                )
-            if flags & 0x41:
-                raise ArchiveError(
-                    "encrypted", f"{shown}: encrypted zip members are not allowed", shown
-                )
-            data_start = info.header_offset + _LFH.size + name_len + extra_len
-            data_end = data_start + info.compress_size
-            limit = ordered[i + 1].info.header_offset if i + 1 < len(ordered) else cd_offset
-            if data_end > limit:
-                raise ArchiveError(
-                    "bad_archive",
-                    f"{shown}: zip entry data overlaps the next entry or the central directory",
-                    shown,
-                )
-            entry.info = (info, data_start)
-            prev_end = data_end
     return plan
 
 
+def _zip_check_members(zf, infos, handle, size, limits, label):
+    budget = _Budget(limits)
+    plan = []
+    for info in infos:
+        raw = info.orig_filename  # keeps NUL bytes (zipfile cuts .filename at the first NUL)
+        shown = _show(raw)
+        if info.flag_bits & 0x41 or info.compress_type == 99:
+            raise ArchiveError("encrypted", f"{shown}: encrypted zip members are not allowed", shown)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ArchiveError(
+                "unsupported_format",
+                f"{shown}: compression method {info.compress_type} is not supported "
+                "(only stored and deflate)",
+                shown,
+            )
+        mode = info.external_attr >> 16
+        is_dir = raw.endswith("/") or stat.S_IFMT(mode) == stat.S_IFDIR
+        _check_mode(mode, raw, is_dir=is_dir)
+        if not is_dir:  # the ratio first: it is the precise diagnosis of a bomb
+            _ratio_error(limits, info.file_size, info.compress_size, limits.max_member_ratio,
+                         f"{shown}", raw)
+        rel = budget.entry(raw, info.file_size, is_dir)
+        plan.append(_Entry(raw, rel, is_dir, info.file_size, info))
+    _ratio_error(limits, budget.total, size, limits.max_overall_ratio, f"{label}: the archive")
+    for entry in plan:
+        # zipfile.open() reads the local header: names must match the central directory and
+        # the data must end before the next entry (overlap bombs, CVE-2024-0450). It decides
+        # encryption from the central flags only, so the local flags are read here too.
+        shown = _show(entry.raw)
+        handle.seek(entry.info.header_offset)
+        header = handle.read(_LFH.size)
+        if len(header) == _LFH.size and _LFH.unpack(header)[2] & 0x41:
+            raise ArchiveError("encrypted", f"{shown}: encrypted zip members are not allowed", shown)
+        try:
+            zf.open(entry.info).close()
+        except zipfile.BadZipFile as exc:
+            what = "overlapping zip entries" if "Overlapped" in str(exc) else "bad local header"
+            raise ArchiveError("bad_archive", f"{shown}: {what} ({_show(str(exc))})", shown) from None
+    return plan
+
+
+def _zip_member_stream(zf, info):
+    """zipfile's reader for one member, allowed one byte past the declared size and without
+    its CRC check: a member inflating beyond its header is then seen by the size counter
+    (_Sink: too_large, nothing past the declared size written) instead of being cut off at the
+    declared size with a CRC error; the CRC is checked by the caller over what was written."""
+    probe = copy.copy(info)
+    probe.file_size = info.file_size + 1
+    del probe.CRC  # ZipExtFile checks a CRC only when the ZipInfo has one
+    return zf.open(probe)
+
+
 def _zip_extract(path, plan, writer, limits, state, report):
-    with open(path, "rb") as handle:
+    with zipfile.ZipFile(path) as zf:
         for entry in plan:
             if not entry.path:
                 continue
@@ -287,51 +280,22 @@ def _zip_extract(path, plan, writer, limits, state, report):
                 writer.directory(entry.path)
                 report.directories.append(entry.path)
                 continue
-            info, data_start = entry.info
+            info = entry.info
             fd = writer.open_file(entry.path)
             try:
                 sink = _Sink(fd, entry.path, info.file_size, limits, state)
-                handle.seek(data_start)
-                remaining = info.compress_size
                 crc = 0
-                inflater = (
-                    zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
-                )
-                while remaining:
-                    chunk = handle.read(min(CHUNK, remaining))
-                    if not chunk:
-                        raise ArchiveError(
-                            "truncated", f"{_show(entry.path)}: data is cut short", entry.path
-                        )
-                    remaining -= len(chunk)
-                    if inflater is None:
-                        crc = zlib.crc32(chunk, crc)
-                        sink.write(chunk)
-                        continue
-                    # Bound every inflate call's output so a bomb never materialises in memory.
-                    # Call again with no new input while output is pending (a long match can
-                    # be cut by max_length after all input was consumed).
-                    data = chunk
-                    while not inflater.eof:
-                        try:
-                            out = inflater.decompress(data, CHUNK)
-                        except zlib.error as exc:
-                            raise ArchiveError(
-                                "bad_archive",
-                                f"{_show(entry.path)}: corrupt deflate data ({exc})",
-                                entry.path,
-                            ) from None
-                        crc = zlib.crc32(out, crc)
-                        sink.write(out)
-                        data = inflater.unconsumed_tail
-                        if not out and not data:
-                            break
-                    if inflater.eof:
-                        break
-                if inflater is not None and not inflater.eof:
+                try:
+                    with _zip_member_stream(zf, info) as src:
+                        while chunk := src.read(CHUNK):
+                            sink.write(chunk)
+                            crc = zlib.crc32(chunk, crc)
+                except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                    code = "truncated" if isinstance(exc, EOFError) else "bad_archive"
                     raise ArchiveError(
-                        "truncated", f"{_show(entry.path)}: deflate stream is cut short", entry.path
-                    )
+                        code, f"{_show(entry.path)}: corrupt or cut-short data ({exc!r})",
+                        entry.path,
+                    ) from None
                 if sink.written != info.file_size:
                     raise ArchiveError(
                         "bad_archive",
@@ -356,7 +320,28 @@ def _record_file(report, rel, sink):
         report.nested_archives.append(rel)
 
 
-def _tar_plan(path, fmt, limits, label):
+_DATA_FILTER_CODES = (
+    (tarfile.AbsoluteLinkError, "link_member"),
+    (tarfile.LinkOutsideDestinationError, "link_member"),
+    (tarfile.SpecialFileError, "special_member"),
+    (tarfile.AbsolutePathError, "unsafe_path"),
+    (tarfile.OutsideDestinationError, "unsafe_path"),
+)
+
+
+def _tar_data_filter(member, dest):
+    """tarfile's own `data` extraction filter, on top of the policy's checks: a member it
+    refuses is refused here with the matching error code."""
+    try:
+        tarfile.data_filter(member, str(dest))
+    except tarfile.FilterError as exc:
+        shown = _show(member.name)
+        code = next((c for kind, c in _DATA_FILTER_CODES if isinstance(exc, kind)), "bad_archive")
+        raise ArchiveError(code, f"{shown}: refused by tarfile's data filter ({exc})",
+                           shown) from None
+
+
+def _tar_plan(path, fmt, limits, label, dest):
     raw, stream, reader = _open_tar_stream(path, fmt, limits, label)
     try:
         tf = _tar_open(reader, label)
@@ -367,6 +352,7 @@ def _tar_plan(path, fmt, limits, label):
             if member is None:
                 break
             _tar_member_check(member, limits)
+            _tar_data_filter(member, dest)
             rel = budget.entry(member.name, member.size, member.isdir())
             reader.entries_seen = budget.count
             plan.append(_Entry(member.name, rel, member.isdir(), member.size))
@@ -502,7 +488,7 @@ def safe_extract(
         if fmt == "zip":
             plan = _zip_plan(archive_path, limits, label)
         else:
-            plan = _tar_plan(archive_path, fmt, limits, label)
+            plan = _tar_plan(archive_path, fmt, limits, label, dest)
     except ArchiveError:
         raise
     except RecursionError:

@@ -293,6 +293,27 @@ def test_u6_tar_special_members(box, info, code):
     box.refuse(data, "special.tgz", code)
 
 
+@pytest.mark.parametrize(
+    "info,code",
+    [
+        (tinfo("up", type=tarfile.SYMTYPE, linkname="../../etc/passwd"), "link_member"),
+        (tinfo("abs", type=tarfile.SYMTYPE, linkname="/etc/passwd"), "link_member"),
+        (tinfo("hard", type=tarfile.LNKTYPE, linkname="../outside"), "link_member"),
+        (tinfo("dev", type=tarfile.CHRTYPE), "special_member"),
+        (tinfo("fifo", type=tarfile.FIFOTYPE), "special_member"),
+    ],
+    ids=["symlink-up", "symlink-absolute", "hardlink-up", "char-device", "fifo"],
+)
+def test_u5_u6_tarfile_data_filter_alone_refuses_links_out_and_specials(box, info, code,
+                                                                         monkeypatch):
+    """Every tar member also passes tarfile's `data` extraction filter: with the policy's own
+    member check switched off, the data filter still refuses these before anything is written."""
+    monkeypatch.setattr(archive, "_tar_member_check", lambda member, limits: None)
+    data = tar_bytes([tinfo("first.json", data=b"{}"), info], fmt=tarfile.GNU_FORMAT)
+    err = box.refuse(data, "filtered.tgz", code)
+    assert "data filter" in err.message and err.member == info.name
+
+
 def test_u6_setgid_and_sticky_directories_are_fine_and_modes_are_server_chosen(box):
     data = tar_bytes(
         [
