@@ -277,7 +277,9 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
     # (task, successes, scored attempts): infrastructure errors are not scored attempts.
     per = [(t, codes.count(passed), len(codes) - codes.count(infra))
            for t, codes in r.per_task.items()]
-    overall = stats.clustered_rate([(y, n) for _, y, n in per])
+    # Stratified by category: a benchmark's category sizes are fixed (issue 14's simulation).
+    overall = stats.clustered_rate([(y, n) for _, y, n in per],
+                                   [task_category.get(t) for t, _, _ in per])
     task_rates = {str(t): y / n for t, y, n in per if n}
     by_category: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for t, y, n in per:
@@ -293,7 +295,6 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
         by_group_counts[cat.group][0] += est.successes
         by_group_counts[cat.group][1] += est.attempts
     all_codes = "".join(r.per_task.values())
-    n_tasks_scored = sum(1 for _, _, n in per if n)
     cost_per_attempt = (r.cost / r.cost_known).quantize(Decimal("0.0001")) if r.cost_known else None
     row = {
         "successes": overall.successes,
@@ -311,8 +312,8 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
         "ci_high": overall.ci_high,
         "design_effect": overall.design_effect,
         # solved in at least one scored attempt / in every scored attempt
-        "pass_at_k": _task_fraction(sum(1 for _, y, n in per if n and y), n_tasks_scored),
-        "pass_hat_k": _task_fraction(sum(1 for _, y, n in per if n and y == n), n_tasks_scored),
+        "pass_at_k": stats.pass_at_k([(y, n) for _, y, n in per]),
+        "pass_hat_k": stats.pass_hat_k([(y, n) for _, y, n in per]),
         "imaging_macro": stats.macro_mean(by_group_rates[Group.IMAGING]),
         "text_macro": stats.macro_mean(by_group_rates[Group.TEXT]),
         "imaging_pooled": _pooled(by_group_counts.get(Group.IMAGING)),
@@ -340,10 +341,6 @@ def _compute_entry(r: _AgentResult, categories, task_category, required: int) ->
              for t, y, _ in per]
     return {"submission": r.submission, "row": row, "categories": cat_rows, "cells": cells,
             "task_rates": task_rates}
-
-
-def _task_fraction(count: int, n_tasks: int) -> float:
-    return count / n_tasks if n_tasks else 0.0
 
 
 def _pooled(counts: list[int] | None) -> float | None:

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_safe
 
-from leaderboard import charts, csv_copy, selectors, tables
+from leaderboard import charts, csv_copy, selectors, simulation, tables
 from leaderboard.caching import cached_response
 from leaderboard.csv_export import csv_bytes_response, csv_response, csv_stream_response
 from leaderboard.filters import entry_filters
@@ -236,7 +236,8 @@ def show_agent(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def show_methods(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/methods.html", selectors.screen_rules_described())
+    return render(request, "leaderboard/methods.html",
+                  {**selectors.screen_rules_described(), "sim": simulation.committed_table()})
 
 
 @require_GET

@@ -45,6 +45,9 @@ SKIPPED = {
     r"^\.venv/bin/python manage\.py chaos_soak$": "Docker, a worker and minutes (a short run is "
                                                    "tests/evaluation/test_chaos_soak.py)",
     r"^\.venv/bin/python -m submissions\.client --url https://leaderboard\.example\.org": "a remote site",
+    r"^\.venv/bin/python manage\.py simulate_stats$": "minutes of CPU and rewrites the committed "
+                                                       "table (a short run is "
+                                                       "tests/leaderboard/test_simulation.py)",
     r"^docker compose ": "Docker",
     r"^cp \.env\.example \.env$": "compose set-up (make run writes .env itself)",
     r"^\.venv/bin/python manage\.py \.\.\.$": "prose: any management command",

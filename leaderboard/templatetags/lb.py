@@ -92,3 +92,22 @@ def with_param(context, key: str, value: str) -> str:
     q: QueryDict = context["request"].GET.copy()
     q[key] = value
     return "?" + q.urlencode()
+
+
+@register.filter
+def intcomma_plain(value) -> str:
+    """10000 -> "10,000"."""
+    return f"{int(value):,}"
+
+
+@register.filter
+def signed_pts(value) -> str:
+    """A difference of fractions in percentage points, signed: -0.0123 -> "−1.2 pts"."""
+    pts = float(value) * 100
+    return f"{'+' if pts > 0 else '−' if pts < 0 else '±'}{abs(pts):.1f} pts"
+
+
+@register.filter
+def points(value) -> str:
+    """A width as a fraction, in percentage points: 0.1725 -> "17.3 pts"."""
+    return f"{float(value) * 100:.1f} pts"

@@ -93,3 +93,35 @@ def test_pareto_frontier_keeps_only_undominated_points():
            (4.0, 0.5, "same-y-costlier")]
     assert [p[2] for p in pareto_frontier(pts)] == ["cheap", "best"]
     assert pareto_frontier([]) == []
+
+
+def test_stratified_clustered_rate_by_hand():
+    # Tasks 3/3, 3/3 (category a) and 0/3, 1/3 (category b): p = 7/12, e = y - 3p = 1.25, 1.25,
+    # -1.75, -0.75. Unstratified: 4/3 * 6.75 / 144 over (7/12)(5/12)/12 = 3.09 -> clamped to 3.
+    # Stratified: a's residuals are equal (sum of squares 0); b's are -1.75, -0.75 around -1.25,
+    # 2/1 * (0.5^2 + 0.5^2) = 1. V = 1/144 = 0.00694, design effect 0.343 -> clamped to 1:
+    # Wilson(7/12, n=12): centre 0.563125, half-width 0.243614 -> [0.319511, 0.806740].
+    per_task = [(3, 3), (3, 3), (0, 3), (1, 3)]
+    assert stats.clustered_rate(per_task).design_effect == 3.0
+    est = stats.clustered_rate(per_task, ["a", "a", "b", "b"])
+    assert est.design_effect == 1.0
+    assert est.ci_low == pytest.approx(0.319511, abs=1e-6)
+    assert est.ci_high == pytest.approx(0.806740, abs=1e-6)
+
+
+def test_one_task_strata_are_pooled():
+    per_task = [(3, 3), (0, 3), (1, 3), (2, 3)]
+    assert stats.clustered_rate(per_task, ["a", "b", "c", "d"]) == stats.clustered_rate(per_task)
+    # one stratum with every task: the plain task-clustered interval
+    assert stats.clustered_rate(per_task, ["x"] * 4) == stats.clustered_rate(per_task)
+
+
+def test_bonferroni_tie_rule_keeps_a_borderline_gap_together_on_a_larger_board():
+    tasks = [str(i) for i in range(12)]
+    top = dict(zip(tasks, [1, 1, 1, 1, 1, 1, 2 / 3, 2 / 3, 1 / 3, 1 / 3, 0, 0], strict=True))
+    low = dict(zip(tasks, [1, 2 / 3, 1, 1 / 3, 1, 2 / 3, 1 / 3, 2 / 3, 0, 1 / 3, 0, 0], strict=True))
+    p = stats.paired_p_value([top[k] for k in tasks], [low[k] for k in tasks])
+    assert 0.001 < p < 0.05
+    assert stats.tie_groups([top, low], alpha=0.05) == [1, 2]
+    assert stats.tie_groups([top, low], alpha=0.05, family=10) == [1, 1]
+    assert stats.tie_groups_vectorised([top, low], 0.05, family=10) == [1, 1]

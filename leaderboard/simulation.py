@@ -1,0 +1,423 @@
+"""Monte Carlo check of the leaderboard's statistics (issue 14): ``manage.py simulate_stats``.
+
+Draws benchmarks shaped like HealthAgentBench and scores simulated agents on them with the
+site's own estimators (``leaderboard.stats``: the task-clustered Wilson interval, the tie
+groups, pass@k and pass^k), then measures how those estimators behave against the truth the
+simulation knows.
+
+The benchmark model (fitted to the reconstructed paper data by ``fit_shape``): an agent with
+ability ``theta`` passes an attempt at task ``t`` of category ``c`` with probability
+``expit(theta + mu_c + delta_t + eps_at)``, where ``mu_c`` is the category's difficulty,
+``delta_t ~ N(0, task_sd)`` the task's (shared by every agent on that benchmark) and
+``eps_at ~ N(0, interaction_sd)`` the agent-task interaction; the three attempts at a task share
+that probability, so they are correlated. The *true rate* of an agent is its expected success
+rate over the population of tasks the benchmark samples from (the estimand of a task-clustered
+interval); ``theta`` is solved for each target rate. Each simulated leaderboard draws a fresh
+benchmark (54 tasks in the paper's category sizes) and fresh agents.
+
+Pure numpy/scipy, no database, seeded: the same seed gives the same table.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize
+from scipy.special import expit
+
+from leaderboard import stats
+
+ATTEMPTS = 3
+TRUE_RATES = (0.05, 0.10, 0.20, 0.30, 0.40, 0.50, 0.60)
+GAPS = (0.02, 0.05, 0.10)
+GAP_BASE = 0.30
+EQUAL_RATE = 0.30
+EQUAL_SIZES = (2, 5, 10)
+INFRA_RATE = 0.05  # the share of attempts an upload may lose to infrastructure errors
+_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(61)
+_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A benchmark's shape: categories (slug, number of tasks, difficulty mu_c) and the spread
+    of task difficulty and agent-task interaction on the logit scale."""
+
+    categories: tuple[tuple[str, int, float], ...]
+    task_sd: float
+    interaction_sd: float
+    attempts: int = ATTEMPTS
+
+    @property
+    def n_tasks(self) -> int:
+        return sum(n for _, n, _ in self.categories)
+
+    @property
+    def task_mu(self) -> np.ndarray:
+        return np.concatenate([np.full(n, mu) for _, n, mu in self.categories])
+
+    @property
+    def total_sd(self) -> float:
+        return float(np.hypot(self.task_sd, self.interaction_sd))
+
+    def expected(self, theta: float, transform=lambda p: p) -> float:
+        """Population mean over tasks of transform(p) for an agent of ability theta."""
+        p = expit(theta + self.task_mu[:, None] + self.total_sd * _NODES[None, :])
+        return float((transform(p) @ _WEIGHTS).mean())
+
+    def theta_for(self, rate: float) -> float:
+        return float(optimize.brentq(lambda th: self.expected(th) - rate, -30.0, 30.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting the shape to the reconstructed data
+# ---------------------------------------------------------------------------------------------
+
+
+def _marginal(x: np.ndarray, sd: float) -> np.ndarray:
+    return expit(x[..., None] + sd * _NODES) @ _WEIGHTS
+
+
+def _fit_locations(counts: np.ndarray, sizes: np.ndarray, sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """Agent abilities and category difficulties reproducing each (agent, category) rate."""
+    n_agents, n_cats = counts.shape
+    attempts = sizes[None, :] * ATTEMPTS
+    rates = counts / attempts
+
+    def resid(v):
+        theta, mu = np.concatenate([[0.0], v[: n_agents - 1]]), v[n_agents - 1:]
+        return (np.sqrt(attempts) * (_marginal(theta[:, None] + mu[None, :], sd) - rates)).ravel()
+
+    fit = optimize.least_squares(resid, np.zeros(n_agents - 1 + n_cats))
+    return np.concatenate([[0.0], fit.x[: n_agents - 1]]), fit.x[n_agents - 1:]
+
+
+def _summaries(y: np.ndarray, cat_index: np.ndarray) -> np.ndarray:
+    """(share of agent-task cells solved in some but not all attempts, mean correlation between
+    two agents' per-task rates within a category) of y[..., agent, task] success counts."""
+    mixed = ((y > 0) & (y < ATTEMPTS)).mean(axis=(-2, -1))
+    centred = y.astype(float).copy()
+    for c in np.unique(cat_index):
+        cols = cat_index == c
+        centred[..., cols] -= centred[..., cols].mean(axis=-1, keepdims=True)
+    norm = np.sqrt((centred**2).sum(axis=-1, keepdims=True))
+    unit = np.divide(centred, norm, out=np.zeros_like(centred), where=norm > 0)
+    gram = unit @ np.swapaxes(unit, -1, -2)
+    n = y.shape[-2]
+    corr = (gram.sum(axis=(-2, -1)) - np.trace(gram, axis1=-2, axis2=-1)) / (n * (n - 1))
+    return np.stack([mixed, corr], axis=-1)
+
+
+def fit_shape(rows: Iterable, *, seed: int = 1, replications: int = 200) -> Shape:
+    """Fit a ``Shape`` to per-trial rows (``agent``, ``task``, ``category``, ``success``), e.g.
+    the reconstructed paper data: category difficulties and agent abilities by least squares on
+    the (agent, category) rates, then (task_sd, interaction_sd) on a grid so that simulated
+    copies of the data set match its share of partly solved agent-task cells and the
+    correlation of agents' per-task rates (how strongly tasks are easy or hard for everyone)."""
+    rows = list(rows)
+    agents = list(dict.fromkeys(r.agent for r in rows))
+    tasks = list(dict.fromkeys(r.task for r in rows))
+    cats = list(dict.fromkeys(r.category for r in rows))
+    task_cat = {r.task: r.category for r in rows}
+    cat_index = np.array([cats.index(task_cat[t]) for t in tasks])
+    sizes = np.bincount(cat_index, minlength=len(cats))
+    y = np.zeros((len(agents), len(tasks)), dtype=np.int64)
+    a_of, t_of = {a: i for i, a in enumerate(agents)}, {t: j for j, t in enumerate(tasks)}
+    for r in rows:
+        y[a_of[r.agent], t_of[r.task]] += bool(r.success)
+    counts = np.stack([y[:, cat_index == c].sum(axis=1) for c in range(len(cats))], axis=1)
+    observed = _summaries(y, cat_index)
+    rng = np.random.default_rng(seed)
+    z_task = rng.standard_normal((replications, 1, len(tasks)))
+    z_int = rng.standard_normal((replications, len(agents), len(tasks)))
+    u = rng.random((replications, len(agents), len(tasks), ATTEMPTS))
+    best = None
+    for total in np.arange(0.5, 4.01, 0.25):
+        theta, mu = _fit_locations(counts, sizes, total)
+        loc = theta[:, None] + mu[cat_index][None, :]
+        for share in np.arange(0.0, 1.001, 0.1):
+            task_sd, int_sd = total * np.sqrt(share), total * np.sqrt(1 - share)
+            p = expit(loc[None] + task_sd * z_task + int_sd * z_int)
+            sim = (u < p[..., None]).sum(axis=-1)
+            s = _summaries(sim, cat_index)
+            dist = float((((s.mean(axis=0) - observed) / s.std(axis=0)) ** 2).sum())
+            if best is None or dist < best[0]:
+                best = (dist, task_sd, int_sd, mu)
+    _, task_sd, int_sd, mu = best
+    return Shape(tuple((c, int(n), float(m)) for c, n, m in zip(cats, sizes, mu, strict=True)),
+                 float(task_sd), float(int_sd))
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulated leaderboards
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tally:
+    """Running sums of one measured quantity."""
+
+    n: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+
+    def add(self, values) -> None:
+        v = np.asarray(values, dtype=float)
+        self.n += v.size
+        self.total += float(v.sum())
+        self.total_sq += float((v * v).sum())
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else float("nan")
+
+    @property
+    def se(self) -> float:
+        if self.n < 2:
+            return float("nan")
+        var = max(self.total_sq / self.n - self.mean**2, 0.0)
+        return float(np.sqrt(var / (self.n - 1)))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: what was measured, in which scenario, for which estimator."""
+
+    metric: str
+    scenario: str
+    estimator: str
+    value: float
+    mc_se: float
+    truth: float | None
+    n: int
+
+
+# The estimators compared: the interval before and after issue 14, the tie rule before and after.
+# An interval is called with (per-task (successes, attempts), per-task category).
+INTERVAL_BEFORE = "task-clustered Wilson (before)"
+INTERVAL_SITE = "task-clustered Wilson, stratified by category (site)"
+INTERVALS = {
+    INTERVAL_BEFORE: lambda per_task, strata: stats.clustered_rate(per_task),
+    INTERVAL_SITE: lambda per_task, strata: stats.clustered_rate(per_task, strata),
+}
+# A tie rule is called with (per-task rates in rank order, alpha, number of agents ranked).
+TIE_BEFORE = "paired t vs leader, unadjusted (before)"
+TIE_SITE = "paired t vs leader, Bonferroni over pairs (site)"
+TIE_RULES = {
+    TIE_BEFORE: lambda rates, alpha, family: stats.tie_groups_vectorised(rates, alpha, family=2),
+    TIE_SITE: lambda rates, alpha, family: stats.tie_groups_vectorised(rates, alpha,
+                                                                      family=family),
+}
+POWER_BOARDS = (2, 10)  # power of a pair ranked among this many agents
+
+
+def _agents() -> list[tuple[str, float]]:
+    """(role, true rate) of the agents drawn on every simulated benchmark."""
+    agents = [("rate", r) for r in TRUE_RATES]
+    agents += [("gap-base", GAP_BASE)] + [(f"gap{g}", GAP_BASE + g) for g in GAPS]
+    agents += [("equal", EQUAL_RATE)] * max(EQUAL_SIZES)
+    return agents
+
+
+def simulate(shape: Shape, *, boards: int, seed: int, alpha: float = 0.05,
+             chunk: int = 250, intervals: dict | None = None,
+             tie_rules: dict | None = None) -> list[Row]:
+    """Score ``boards`` simulated leaderboards with the site's estimators; the table's rows."""
+    intervals = INTERVALS if intervals is None else intervals
+    tie_rules = TIE_RULES if tie_rules is None else tie_rules
+    rng = np.random.default_rng(seed)
+    agents = _agents()
+    theta = np.array([shape.theta_for(r) for _, r in agents])
+    mu = shape.task_mu
+    n_tasks, k = shape.n_tasks, shape.attempts
+    cover = {(name, r): (_Tally(), _Tally(), _Tally()) for name in intervals for r in TRUE_RATES}
+    split = {(name, size): _Tally() for name in tie_rules for size in EQUAL_SIZES}
+    pair_split = {name: _Tally() for name in tie_rules}
+    power = {(name, g, m): (_Tally(), _Tally()) for name in tie_rules for g in GAPS
+             for m in POWER_BOARDS}
+    passes = {(kind, infra, r): _Tally() for kind in ("pass@k", "pass^k")
+              for infra in (0.0, INFRA_RATE) for r in TRUE_RATES}
+    role_index: dict[str, list[int]] = {}
+    for i, (role, _) in enumerate(agents):
+        role_index.setdefault(role, []).append(i)
+    rate_ix = role_index["rate"]
+    strata = [c for c, n, _ in shape.categories for _ in range(n)]
+    done = 0
+    while done < boards:
+        b = min(chunk, boards - done)
+        done += b
+        delta = shape.task_sd * rng.standard_normal((b, 1, n_tasks))
+        eps = shape.interaction_sd * rng.standard_normal((b, len(agents), n_tasks))
+        p = expit(theta[None, :, None] + mu[None, None, :] + delta + eps)
+        y = (rng.random((b, len(agents), n_tasks, k)) < p[..., None])
+        succ = y.sum(axis=-1)
+        lost = rng.random((b, len(rate_ix), n_tasks, k)) < INFRA_RATE
+        succ_lost = (y[:, rate_ix] & ~lost).sum(axis=-1)
+        scored_lost = k - lost.sum(axis=-1)
+        conditional = p.mean(axis=-1)  # each agent's expected rate on this benchmark
+        succ_l, succ_lost_l, scored_lost_l = succ.tolist(), succ_lost.tolist(), scored_lost.tolist()
+        for j in range(b):
+            for slot, i in enumerate(rate_ix):
+                per_task = [(s, k) for s in succ_l[j][i]]
+                true = TRUE_RATES[slot]
+                for name, fn in intervals.items():
+                    est = fn(per_task, strata)
+                    hit, width, cond = cover[(name, true)]
+                    hit.add(est.ci_low <= true <= est.ci_high)
+                    width.add(est.ci_high - est.ci_low)
+                    cond.add(est.ci_low <= conditional[j, i] <= est.ci_high)
+                passes[("pass@k", 0.0, true)].add(stats.pass_at_k(per_task))
+                passes[("pass^k", 0.0, true)].add(stats.pass_hat_k(per_task))
+                lost_task = list(zip(succ_lost_l[j][slot], scored_lost_l[j][slot], strict=True))
+                passes[("pass@k", INFRA_RATE, true)].add(stats.pass_at_k(lost_task))
+                passes[("pass^k", INFRA_RATE, true)].add(stats.pass_hat_k(lost_task))
+            board = succ_l[j]
+            for name, rule in tie_rules.items():
+                for size in EQUAL_SIZES:
+                    groups = _groups(rule, board, role_index["equal"][:size], k, alpha, size)
+                    split[(name, size)].add(len(set(groups)) > 1)
+                    if size == max(EQUAL_SIZES):
+                        g = np.array(groups)
+                        same = (g[:, None] == g[None, :]).sum() - size
+                        pair_split[name].add(1 - same / (size * (size - 1)))
+                base = role_index["gap-base"][0]
+                for g in GAPS:
+                    better = role_index[f"gap{g}"][0]
+                    for m in POWER_BOARDS:
+                        groups, order = _groups(rule, board, [base, better], k, alpha, m,
+                                                with_order=True)
+                        separated = groups[0] != groups[1]
+                        sep, right = power[(name, g, m)]
+                        sep.add(separated)
+                        right.add(separated and order[0] == better)
+    return _rows(shape, boards, cover, split, pair_split, power, passes)
+
+
+def _groups(rule, board, members: list[int], k: int, alpha: float, family: int,
+            with_order: bool = False):
+    """Tie groups of ``members`` (agent indexes) ranked as the site ranks them, by pooled
+    success rate (all attempts scored here; ties in their listed order), on a leaderboard of
+    ``family`` agents."""
+    order = sorted(members, key=lambda i: -sum(board[i]))
+    groups = rule([{str(t): s / k for t, s in enumerate(board[i])} for i in order], alpha,
+                  family)
+    by_member = dict(zip(order, groups, strict=True))
+    out = [by_member[i] for i in members]
+    return (out, order) if with_order else out
+
+
+def _power_scenario(gap: float, ranked: int) -> str:
+    return f"{GAP_BASE:.0%} vs {GAP_BASE + gap:.0%} ({gap * 100:.0f} points), {ranked} agents ranked"
+
+
+def _rows(shape, boards, cover, split, pair_split, power, passes) -> list[Row]:
+    rows: list[Row] = []
+    for (name, r), (hit, width, cond) in cover.items():
+        scen = f"true rate {r:.0%}"
+        rows.append(Row("coverage", scen, name, hit.mean, hit.se, 0.95, hit.n))
+        rows.append(Row("coverage of the benchmark's own rate", scen, name, cond.mean, cond.se,
+                        0.95, cond.n))
+        rows.append(Row("interval width", scen, name, width.mean, width.se, None, width.n))
+    for (name, size), t in split.items():
+        rows.append(Row("equal agents split", f"{size} agents at {EQUAL_RATE:.0%}", name,
+                        t.mean, t.se, None, t.n))
+    for name, t in pair_split.items():
+        rows.append(Row("equal pairs in different groups",
+                        f"{max(EQUAL_SIZES)} agents at {EQUAL_RATE:.0%}", name, t.mean, t.se,
+                        None, t.n))
+    for (name, g, m), (sep, right) in power.items():
+        scen = _power_scenario(g, m)
+        rows.append(Row("power: separated", scen, name, sep.mean, sep.se, None, sep.n))
+        rows.append(Row("power: separated, better agent first", scen, name, right.mean,
+                        right.se, None, right.n))
+    transforms = {"pass@k": lambda p: 1 - (1 - p) ** shape.attempts,
+                  "pass^k": lambda p: p ** shape.attempts}
+    for (kind, infra, r), t in passes.items():
+        truth = shape.expected(shape.theta_for(r), transforms[kind])
+        scen = f"true rate {r:.0%}" + (f", {infra:.0%} attempts lost" if infra else "")
+        est = f"{kind.replace('k', str(shape.attempts))} share of tasks (site)"
+        rows.append(Row(f"{kind} bias", scen, est, t.mean - truth, t.se, truth, t.n))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The committed table (leaderboard/data/simulation.csv) and the methods page's reading of it
+# ---------------------------------------------------------------------------------------------
+
+CSV_PATH = Path(__file__).with_name("data") / "simulation.csv"
+CSV_COLUMNS = ("metric", "scenario", "estimator", "value", "mc_se", "truth", "n", "boards",
+               "seed")
+
+
+def write_csv(rows: list[Row], path: Path, *, boards: int, seed: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(CSV_COLUMNS)
+        for r in rows:
+            out.writerow([r.metric, r.scenario, r.estimator, f"{r.value:.5f}", f"{r.mc_se:.5f}",
+                          "" if r.truth is None else f"{r.truth:.5f}", r.n, boards, seed])
+
+
+def format_table(rows: list[Row]) -> str:
+    """The table as aligned plain text (what the command prints)."""
+    lines = [f"{'metric':<42} {'scenario':<44} {'estimator':<52} {'value':>8} {'+/-':>7}"]
+    for r in rows:
+        lines.append(f"{r.metric:<42} {r.scenario:<44} {r.estimator:<52} "
+                     f"{r.value:>8.4f} {r.mc_se:>7.4f}")
+    return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_csv(path: Path, mtime: float) -> tuple[dict, ...]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return tuple(csv.DictReader(fh))
+
+
+def committed_table(path: Path = CSV_PATH) -> dict:
+    """The committed simulation table, grouped for the methods page: coverage and width per
+    true rate (before and now), tie splits and power (before and now), pass@k/pass^k bias.
+    Empty when the file is missing."""
+    if not path.exists():
+        return {}
+    rows = _read_csv(path, path.stat().st_mtime)
+    if not rows:
+        return {}
+
+    def pick(metric: str, estimator: str) -> dict[str, float]:
+        return {r["scenario"]: float(r["value"]) for r in rows
+                if r["metric"] == metric and r["estimator"] == estimator}
+
+    def paired(metric: str, before: str, site: str) -> list[dict]:
+        b, s = pick(metric, before), pick(metric, site)
+        return [{"scenario": k, "before": b[k], "now": s[k]} for k in s if k in b]
+
+    coverage = paired("coverage", INTERVAL_BEFORE, INTERVAL_SITE)
+    width = {w["scenario"]: w for w in paired("interval width", INTERVAL_BEFORE, INTERVAL_SITE)}
+    conditional = pick("coverage of the benchmark's own rate", INTERVAL_SITE)
+    for c in coverage:
+        c["width_before"] = width[c["scenario"]]["before"]
+        c["width_now"] = width[c["scenario"]]["now"]
+        c["conditional"] = conditional.get(c["scenario"])
+    now = [c["now"] for c in coverage]
+    biases = [{"metric": r["metric"], "scenario": r["scenario"], "bias": float(r["value"]),
+               "truth": float(r["truth"])} for r in rows if r["metric"].endswith("bias")]
+    return {
+        "boards": int(rows[0]["boards"]),
+        "seed": int(rows[0]["seed"]),
+        "coverage": coverage,
+        "coverage_min": min(now),
+        "coverage_max": max(now),
+        "splits": paired("equal agents split", TIE_BEFORE, TIE_SITE)
+                  + paired("equal pairs in different groups", TIE_BEFORE, TIE_SITE),
+        "power": paired("power: separated", TIE_BEFORE, TIE_SITE),
+        "power_gap10_alone": pick("power: separated", TIE_SITE).get(_power_scenario(0.10, 2)),
+        "power_gap10_board": pick("power: separated", TIE_SITE).get(_power_scenario(0.10, 10)),
+        "bias": biases,
+        "max_bias_complete": max(abs(b["bias"]) for b in biases if "lost" not in b["scenario"]),
+    }

@@ -1,0 +1,142 @@
+"""issue 14: the simulation of the site's estimators (manage.py simulate_stats), the committed
+table it writes, and the methods page that shows it."""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from scipy.stats import t as t_dist
+
+from leaderboard import simulation, stats
+from leaderboard.formatting import format_pct
+
+BAND = (0.93, 0.97)
+
+
+def _rows(path):
+    with open(path, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _value(rows, metric, estimator, scenario):
+    (row,) = [r for r in rows if (r["metric"], r["estimator"], r["scenario"])
+              == (metric, estimator, scenario)]
+    return float(row["value"]), float(row["mc_se"])
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """A small seeded run of the real command: 400 leaderboards."""
+    out = tmp_path_factory.mktemp("sim") / "simulation.csv"
+    call_command("simulate_stats", boards=400, seed=7, output=out, verbosity=0)
+    return _rows(out)
+
+
+def test_small_run_covers_the_truth_within_the_band_with_the_site_interval(small_run):
+    covered = [_value(small_run, "coverage", simulation.INTERVAL_SITE, f"true rate {r:.0%}")
+               for r in simulation.TRUE_RATES]
+    pooled = sum(v for v, _ in covered) / len(covered)
+    assert BAND[0] <= pooled <= BAND[1], pooled
+    for rate, (value, se) in zip(simulation.TRUE_RATES, covered, strict=True):
+        # each rate on 400 boards: within the band up to three Monte Carlo standard errors
+        assert BAND[0] - 3 * se <= value <= BAND[1] + 3 * se, (rate, value, se)
+    assert {int(r["boards"]) for r in small_run} == {400}
+
+
+def test_small_run_keeps_equal_agents_together_with_the_site_tie_rule(small_run):
+    for size in simulation.EQUAL_SIZES:
+        scen = f"{size} agents at {simulation.EQUAL_RATE:.0%}"
+        now, se = _value(small_run, "equal agents split", simulation.TIE_SITE, scen)
+        assert now <= 0.05 + 3 * se, (size, now)
+    before, _ = _value(small_run, "equal agents split", simulation.TIE_BEFORE, "10 agents at 30%")
+    assert before > 0.3  # the unadjusted rule splits ten equal agents most of the time
+
+
+def test_small_run_power_grows_with_the_gap(small_run):
+    power = [_value(small_run, "power: separated", simulation.TIE_SITE,
+                    f"30% vs {30 + g}% ({g} points), 2 agents ranked")[0] for g in (2, 5, 10)]
+    assert power[0] < power[1] < power[2]
+    assert power[2] > 0.5
+
+
+def test_pass_at_k_is_unbiased_when_every_attempt_is_scored(small_run):
+    for r in small_run:
+        if r["metric"].endswith("bias") and "lost" not in r["scenario"]:
+            assert abs(float(r["value"])) <= 4 * float(r["mc_se"]) + 1e-9, r
+
+
+def test_the_committed_table_has_10000_boards_and_the_site_estimators_within_the_band():
+    rows = _rows(simulation.CSV_PATH)
+    assert {int(r["boards"]) for r in rows} == {10_000}
+    for rate in simulation.TRUE_RATES:
+        now, _ = _value(rows, "coverage", simulation.INTERVAL_SITE, f"true rate {rate:.0%}")
+        assert BAND[0] <= now <= BAND[1], (rate, now)
+    for size in simulation.EQUAL_SIZES:
+        now, _ = _value(rows, "equal agents split", simulation.TIE_SITE,
+                        f"{size} agents at {simulation.EQUAL_RATE:.0%}")
+        assert now <= 0.05, (size, now)
+
+
+def test_fit_shape_recovers_the_spread_of_a_known_benchmark():
+    """Data drawn from a known shape: the fit finds its task spread near the truth."""
+    truth = simulation.Shape((("a", 20, -1.0), ("b", 20, 1.0)), task_sd=1.5, interaction_sd=0.5)
+    rng = np.random.default_rng(3)
+    mu, sd = truth.task_mu, truth.task_sd
+    delta = sd * rng.standard_normal(truth.n_tasks)
+    rows = []
+    names = [f"{c}/{i}" for c, n, _ in truth.categories for i in range(n)]
+    cats = [c for c, n, _ in truth.categories for _ in range(n)]
+    for agent, theta in enumerate((-1.0, -0.5, 0.0, 0.5, 1.0, 1.5)):
+        p = 1 / (1 + np.exp(
+            -(theta + mu + delta + truth.interaction_sd * rng.standard_normal(truth.n_tasks))))
+        for t, name in enumerate(names):
+            for _ in range(3):
+                rows.append(_Trial(str(agent), name, cats[t], bool(rng.random() < p[t])))
+    fitted = simulation.fit_shape(rows, replications=100)
+    assert math.isclose(fitted.total_sd, truth.total_sd, abs_tol=0.6)
+    assert fitted.task_sd > fitted.interaction_sd
+    assert [c for c, _, _ in fitted.categories] == ["a", "b"]
+    assert fitted.categories[0][2] < fitted.categories[1][2]
+
+
+class _Trial:
+    def __init__(self, agent, task, category, success):
+        self.agent, self.task, self.category, self.success = agent, task, category, success
+
+
+def test_the_true_rate_is_solved_exactly():
+    shape = simulation.Shape((("a", 10, -1.0), ("b", 5, 2.0)), task_sd=1.0, interaction_sd=0.5)
+    for rate in (0.05, 0.3, 0.6):
+        assert shape.expected(shape.theta_for(rate)) == pytest.approx(rate, abs=1e-9)
+
+
+def test_methods_page_shows_the_committed_table(client, db):
+    body = client.get("/methods/").content.decode()
+    table = simulation.committed_table()
+    assert 'data-testid="simulation-coverage"' in body
+    assert 'data-testid="simulation-ties"' in body and 'data-testid="simulation-bias"' in body
+    low, high = stats_pct(table["coverage_min"]), stats_pct(table["coverage_max"])
+    assert (f"Our 95% intervals covered the truth in {low} to {high} of\n10,000 simulated "
+            "leaderboards") in body
+    for c in table["coverage"]:
+        assert f"<td class=\"num\">{stats_pct(c['now'])}</td>" in body
+        assert f"<td class=\"num\">{stats_pct(c['before'])}</td>" in body
+    assert "Covered, before" in body and "Bonferroni" in body
+
+
+def stats_pct(value):
+    return format_pct(value)
+
+
+def test_tie_critical_value_for_two_agents_is_the_plain_t_test():
+    p = stats.paired_p_value([1, 1, 0, 1, 0, 1, 1, 0], [0, 0, 0, 1, 0, 0, 1, 0])
+    a, b = [1, 1, 0, 1, 0, 1, 1, 0], [0, 0, 0, 1, 0, 0, 1, 0]
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    mean = sum(d) / len(d)
+    t = mean / math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d))
+    assert (abs(t) > stats.tie_critical_value(0.05, 2, len(d) - 1)) == (p < 0.05)
+    # ten agents: Bonferroni over 45 pairs, a larger critical value
+    assert stats.tie_critical_value(0.05, 10, 53) == pytest.approx(
+        t_dist.isf(0.05 / 90, 53))
