@@ -130,9 +130,10 @@ def run_harbor_agent(agent: SiteAgent, task_dir: Path, *, job_id: str, attempt: 
     endpoint, why = model_endpoint(agent.model)
     if endpoint is None:
         raise ValueError(why)
+    image, _built = runner.build_task_image(task_dir)  # cached by content digest
     return runner.harbor_run(
         task_dir, agent=agent.name, model=endpoint.model, base_url=endpoint.base_url,
-        agent_kwargs=agent.kwargs, secret_env=endpoint.env, attempts=attempts,
+        agent_kwargs=agent.kwargs, secret_env=endpoint.env, image=image, attempts=attempts,
         work_dir=work_dir, job_label=job_id, attempt=attempt)
 
 

@@ -19,6 +19,9 @@ What the site controls, whatever the submission says:
 * The environment of the Harbor process: PATH, a private HOME, DOCKER_CONFIG (Compose v2 from the
   venv), DOCKER_HOST, no telemetry, LiteLLM's local price map, and the endpoint's key. Nothing
   else of the worker's environment (database URL, secret key) reaches it.
+* The image. Harbor does not build: the overlay gives the task container the site's own task
+  image (built offline from the same package by runner.build_task_image, checked by the worker's
+  health check), the image re-grades and replays use.
 * Cleanup. The task container carries the runner's labels (app, job, attempt, expires), so
   `reap_job_prefix` / `reap_stale` remove what a killed Harbor left behind.
 * The outputs: Harbor's own verifier is disabled and the declared outputs are collected with
@@ -120,8 +123,9 @@ def site_kwargs(kwargs: dict | None) -> tuple[dict, list[str]]:
     return {k: v for k, v in kwargs.items() if k not in ENDPOINT_KWARGS}, dropped
 
 
-def _overlay(job_label: str, attempt: int, lifetime_s: float) -> str:
-    """Compose overlay: no network for the task container, and the runner's labels."""
+def _overlay(image: str, job_label: str, attempt: int, lifetime_s: float) -> str:
+    """Compose overlay for the task container: the site's task image instead of Harbor's build,
+    no network, and the runner's labels (YAML: `!reset` removes Harbor's build section)."""
     labels = {
         LABEL_APP: APP_LABEL,
         LABEL_PURPOSE: "harbor",
@@ -129,9 +133,10 @@ def _overlay(job_label: str, attempt: int, lifetime_s: float) -> str:
         LABEL_ATTEMPT: str(attempt),
         LABEL_EXPIRES: str(int(time.time() + lifetime_s)),
     }
-    # JSON is YAML: no YAML library needed, and no quoting surprises.
-    return json.dumps({"services": {"main": {"network_mode": "none", "labels": labels}}},
-                      indent=2)
+    lines = ["services:", "  main:", "    build: !reset null", f"    image: {json.dumps(image)}",
+             "    pull_policy: never", "    network_mode: none", "    labels:"]
+    lines += [f"      {json.dumps(k)}: {json.dumps(v)}" for k, v in labels.items()]
+    return "\n".join(lines) + "\n"
 
 
 def _process_env(home: Path, secret_env: dict[str, str]) -> dict[str, str]:
@@ -208,13 +213,15 @@ def harbor_run(
     base_url: str,
     agent_kwargs: dict | None,
     secret_env: dict[str, str],
+    image: str,
     attempts: int,
     work_dir: Path,
     job_label: str,
     attempt: int = 1,
     timeout_s: float | None = None,
 ) -> HarborJob:
-    """`harbor run` of one task package with `attempts` trials of `agent` on `model`.
+    """`harbor run` of one task package with `attempts` trials of `agent` on `model`, in
+    containers of `image` (the site's task image, runner.build_task_image).
 
     Raises InfrastructureError when Harbor cannot start or ends without any trial result (the
     verification job retries); per-trial agent errors are reported in HarborJob.trials.
@@ -232,8 +239,8 @@ def harbor_run(
     spec = load_task_toml(task_dir)
     agent_timeout = float((spec.get("agent") or {}).get("timeout_sec") or 3600)
     timeout_s = float(timeout_s or settings.VERIFICATION_HARBOR_TIMEOUT_S or agent_timeout + 900)
-    overlay = work_dir / "site-overlay.compose.json"
-    overlay.write_text(_overlay(_safe_name(job_label), attempt, timeout_s + 600))
+    overlay = work_dir / "site-overlay.compose.yaml"
+    overlay.write_text(_overlay(image, _safe_name(job_label), attempt, timeout_s + 600))
     cmd = [
         str(harbor_bin()), "run", "-p", str(task_dir), "-a", agent, "-m", model,
         "--env", "docker", "-o", str(jobs_dir), "--job-name", job_name,

@@ -61,8 +61,8 @@ def rerun_power(n_rerun: int, c_pass: int, c_fail: int, alpha: float,
     else:
         gap = claimed_rate - detectable
         statement = (f"With {runs} against {claim}, the Fisher test (alpha {alpha:g}) detects, "
-                     f"at {target:.0%} power, a true re-run success rate of {detectable:.0%} or "
-                     f"lower (a gap of {gap * 100:.0f} points or more); smaller gaps would "
+                     f"at {target:.0%} power, a true re-run success rate of {detectable:.1%} or "
+                     f"lower (a gap of {gap * 100:.1f} points or more); smaller gaps would "
                      f"usually go unnoticed.")
     return {"target": target, "alpha": alpha, "claimed_rate": claimed_rate,
             "detectable_rate": detectable,

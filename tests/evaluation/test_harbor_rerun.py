@@ -19,7 +19,7 @@ OpenAI-compatible server (tests/evaluation/stub_model.py) answering from a scrip
    the plain re-grade's.
 
 Needs PostgreSQL, Redis, Docker and the base image with tmux (the fixture runs
-`scripts/build-images --base`, cached). Run:
+`scripts/build-images`, cached: the worker also needs every task image). Run:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_rerun \\
         .venv/bin/python -m pytest tests/evaluation/test_harbor_rerun.py -x -q
 """
@@ -83,7 +83,7 @@ def _bridge_gateway() -> str:
 @pytest.fixture(scope="module")
 def harbor_ready(docker_engine):
     """The pinned Harbor CLI, and the base image with tmux (terminus-2 installs nothing)."""
-    for cmd, timeout in ((["scripts/harbor-venv"], 900), (["scripts/build-images", "--base"], 1800)):
+    for cmd, timeout in ((["scripts/harbor-venv"], 900), (["scripts/build-images"], 1800)):
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,  # noqa: S603
                               check=False)
         assert done.returncode == 0, f"{cmd}: {done.stdout}{done.stderr}"
