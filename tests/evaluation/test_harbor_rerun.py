@@ -217,7 +217,7 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     from django.db import transaction
     from django.test import Client
 
-    from submissions.models import CheckKind, Submission, TrialCheck
+    from submissions.models import CheckKind, Submission, TrialCheck, coverage_badge
     from submissions.verification import verification_enqueue
 
     settings.MEDIA_ROOT = str(media_root)
@@ -278,6 +278,9 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     page = client.get(f"/submissions/{solves.pk}/").content.decode()
     assert power["statement"] in page.replace("&#x27;", "'"), page[:3000]
     assert "4/4 passed, against 4/4 claimed" in page
+    badge = coverage_badge(solves.coverage)
+    assert badge.startswith("verified") and badge in page, badge
+    print(f"\nbadge of the re-run submission: {badge}\nfailing one: {coverage_badge(fails.coverage)}")
 
     # Wall time per trial: re-run (Harbor job amortised + its grading) vs plain re-grade.
     regrade_s = [c.duration_s for c in TrialCheck.objects.filter(
