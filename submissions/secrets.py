@@ -13,8 +13,16 @@ split a backslash escape (a PEM key inside a JSON string is matched with its ``\
 redacted JSON file nevertheless stopped parsing, it is redacted again structurally (every string
 value and key), which cannot break it.
 
-Kinds: ``private_key``, ``anthropic_api_key``, ``openai_api_key``, ``google_api_key``,
-``aws_access_key_id``, ``aws_secret_access_key``, ``github_token``, ``bearer_token``.
+Kinds, from this module's rules: ``private_key``, ``anthropic_api_key``, ``openai_api_key``,
+``google_api_key``, ``aws_access_key_id``, ``aws_secret_access_key``, ``github_token``,
+``huggingface_token``, ``bearer_token``. Then the maintained rule set of detect-secrets (its
+regex plugins, ``MAINTAINED_PLUGINS``): the kind is the plugin's secret type in snake case, e.g.
+``slack_token``, ``stripe_access_key``, ``twilio_api_key``, ``sendgrid_api_key``,
+``gitlab_token``, ``json_web_token``, ``basic_auth_credentials``. Last, an entropy check:
+a quoted value assigned to a secret-like key (detect-secrets' KeywordDetector: password,
+secret, api_key, ...) is ``high_entropy_secret`` when its Shannon entropy reaches the
+detect-secrets HighEntropyString limits (base64 4.5, hex 3.0) and it is at least 16 characters;
+short or plain values ("changeme", "hunter2") and hashes under other keys are left alone.
 
 (Importing this module as ``submissions.secrets`` does not shadow the standard library's
 ``secrets``: absolute imports elsewhere still get the stdlib module.)
@@ -29,6 +37,29 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.high_entropy_strings import (
+    Base64HighEntropyString,
+    HexHighEntropyString,
+)
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import KeywordDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_FILES = 100_000
@@ -64,6 +95,7 @@ PATTERNS: list[tuple[str, re.Pattern, int]] = [
         r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"), 1),
     ("github_token", re.compile(
         _B + r"(?:(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"), 0),
+    ("huggingface_token", re.compile(_B + r"hf_[A-Za-z0-9]{34,}" + _E), 0),
     ("bearer_token", re.compile(
         r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?\s*(?i:bearer)\s+([A-Za-z0-9._~+/\-]{8,}=*)"),
         1),
@@ -73,15 +105,107 @@ _PEM_END = re.compile(r"-----END " + _PEM_LABEL + r"-----")
 
 
 # Cheap pre-filter: a line without any of these cannot hold a secret of the kinds above.
-_TRIGGER = re.compile(r"-----BEGIN|sk-|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|"
+_TRIGGER = re.compile(r"-----BEGIN|sk-|AIza|AKIA|ASIA|gh[pousr]_|github_pat_|hf_|"
                       r"(?i:secret|authorization|secretaccesskey)")
 
 
-def redact_text(text: str) -> tuple[str, list[str]]:
-    """Redact every single-line secret in ``text``; returns (new text, kinds found in order)."""
+# detect-secrets' regex plugins for token formats. Left out: PrivateKeyDetector (it matches the
+# BEGIN line alone, and the multi-line PEM handling here needs that line intact) and the
+# keyword-context rules of Artifactory, Cloudant, IBM Cloud/COS and SoftLayer (each costs as
+# much as all the token rules together on every line of a trajectory).
+MAINTAINED_PLUGINS = tuple(plugin() for plugin in (
+    AWSKeyDetector, AzureStorageKeyDetector, BasicAuthDetector, DiscordBotTokenDetector,
+    GitHubTokenDetector, GitLabTokenDetector, JwtTokenDetector, MailchimpDetector, NpmDetector,
+    OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector, SquareOAuthDetector,
+    StripeDetector, TelegramBotTokenDetector, TwilioKeyDetector,
+))
+_KEYWORD = KeywordDetector()
+_BASE64 = Base64HighEntropyString()
+_HEX = HexHighEntropyString()
+_HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
+MIN_ENTROPY_SECRET_CHARS = 16
+# The KeywordDetector's regexes are slow; a line holds one of its keywords only if it holds one
+# of these (lower-cased) substrings (api_key, auth_key, ..., password, passwd, pwd, secret).
+_KEYWORD_HINTS = ("key", "pass", "pwd", "secret", "contrase")
+
+
+def plugin_kind(plugin) -> str:
+    """``Slack Token`` -> ``slack_token``."""
+    return re.sub(r"[^a-z0-9]+", "_", plugin.secret_type.lower()).strip("_")
+
+
+def _high_entropy(value: str) -> bool:
+    if len(value) < MIN_ENTROPY_SECRET_CHARS:
+        return False
+    if _HEX_RE.match(value):
+        return _HEX.calculate_shannon_entropy(value) >= _HEX.entropy_limit
+    return _BASE64.calculate_shannon_entropy(value) >= _BASE64.entropy_limit
+
+
+# Plugins whose match can stop short of the token's end (detect-secrets' JWT pattern is lazy and
+# leaves the signature out): the redaction runs on to the end of the token.
+_RUN_ON = {"json_web_token": re.compile(r"[A-Za-z0-9_\-+/=.]*")}
+
+
+def _plugin_spans(plugin, text: str) -> list[tuple[int, int]]:
+    """Where each of the plugin's rules matches. A rule whose group captures the value after a
+    key (``://user:(password)@``, ``_authToken=(...)``) redacts that group; a rule whose group
+    is a prefix of the token (GitLab's ``(glpat|...)-...``) or that has none redacts it all."""
+    spans = []
+    for regex in plugin.denylist:
+        for match in regex.finditer(text):
+            groups = [g for g in range(1, regex.groups + 1) if match.group(g)]
+            if not groups or any(match.start(g) == match.start() for g in groups):
+                spans.append(match.span())
+            else:
+                spans.append(match.span(max(groups, key=lambda g: match.end(g) - match.start(g))))
+    return spans
+
+
+def _redact_spans(text: str, spans, kind: str, kinds: list[str]) -> str:
+    run_on = _RUN_ON.get(kind)
+    out, last = [], 0
+    for start, end in sorted(spans):
+        if start < last:
+            continue  # overlaps a span already redacted
+        if run_on is not None:
+            end = run_on.match(text, end).end()
+        if text.startswith("[REDACTED:", start) or start == end:
+            continue
+        out += [text[last:start], f"[REDACTED:{kind}]"]
+        kinds.append(kind)
+        last = end
+    return "".join(out) + text[last:] if out else text
+
+
+def plugins_for(text: str) -> tuple:
+    """The maintained plugins that match anywhere in ``text``: one scan of a whole file per
+    rule, so that the line-by-line pass runs only those (usually none) on each line."""
+    return tuple(p for p in MAINTAINED_PLUGINS if any(r.search(text) for r in p.denylist))
+
+
+def _redact_maintained(text: str, kinds: list[str], plugins=MAINTAINED_PLUGINS) -> str:
+    """detect-secrets' regex plugins, then the keyword + entropy check."""
+    for plugin in plugins:
+        spans = _plugin_spans(plugin, text)
+        if spans:
+            text = _redact_spans(text, spans, plugin_kind(plugin), kinds)
+    lowered = text.lower()
+    if not any(hint in lowered for hint in _KEYWORD_HINTS):
+        return text
+    for secret in set(_KEYWORD.analyze_string(text)):
+        if _high_entropy(secret) and secret in text:
+            spans = [(m.start(), m.end()) for m in re.finditer(re.escape(secret), text)]
+            text = _redact_spans(text, spans, "high_entropy_secret", kinds)
+    return text
+
+
+def redact_text(text: str, plugins=MAINTAINED_PLUGINS) -> tuple[str, list[str]]:
+    """Redact every single-line secret in ``text``; returns (new text, kinds found in order).
+    ``plugins``: the maintained plugins to run (default all; scan_file passes plugins_for())."""
     kinds: list[str] = []
     if not _TRIGGER.search(text):
-        return text, kinds
+        return _redact_maintained(text, kinds, plugins), kinds
     for kind, pattern, group in PATTERNS:
         def repl(match: re.Match, kind=kind, group=group) -> str:
             kinds.append(kind)
@@ -93,10 +217,11 @@ def redact_text(text: str) -> tuple[str, list[str]]:
             return whole[: start - base] + f"[REDACTED:{kind}]" + whole[end - base:]
 
         text = pattern.sub(repl, text)
-    return text, kinds
+    return _redact_maintained(text, kinds, plugins), kinds
 
 
-def _redact_line_stream(lines, out, rel_path: str, findings: list[SecretFinding]) -> bool:
+def _redact_line_stream(lines, out, rel_path: str, findings: list[SecretFinding],
+                        plugins=MAINTAINED_PLUGINS) -> bool:
     """Redact a file line by line (PEM blocks may span lines). Returns True if anything changed."""
     changed = False
     in_pem = False
@@ -111,7 +236,7 @@ def _redact_line_stream(lines, out, rel_path: str, findings: list[SecretFinding]
             line = line[end.end():]
             in_pem = False
             changed = True
-        new, kinds = redact_text(line)
+        new, kinds = redact_text(line, plugins)
         for kind in kinds:
             findings.append(SecretFinding(rel_path, number, kind))
         begin = _PEM_BEGIN.search(new)
@@ -147,7 +272,16 @@ def _redact_json_strings(value, state=None):
     if isinstance(value, list):
         return [_redact_json_strings(v, state) for v in value]
     if isinstance(value, dict):
-        return {redact_text(k)[0]: _redact_json_strings(v, state) for k, v in value.items()}
+        return {redact_text(k)[0]: _keyword_value(k, _redact_json_strings(v, state))
+                for k, v in value.items()}
+    return value
+
+
+def _keyword_value(key, value):
+    """The keyword + entropy check for one key/value pair of a parsed JSON object."""
+    if isinstance(value, str) and _high_entropy(value) and value in set(
+            _KEYWORD.analyze_string(json.dumps({key: value}))):
+        return "[REDACTED:high_entropy_secret]"
     return value
 
 
@@ -174,18 +308,18 @@ def scan_file(path: Path, rel_path: str, findings: list[SecretFinding], *,
         head = fh.read(BINARY_SNIFF)
     if b"\0" in head:
         return
-    is_json = path.suffix.lower() == ".json"
-    original_was_json = False
-    if is_json:
-        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-            original_was_json = _is_json_text(fh.read())
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        whole = fh.read()
+    plugins = plugins_for(whole)
+    original_was_json = path.suffix.lower() == ".json" and _is_json_text(whole)
+    del whole
     before = len(findings)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".redact-")
     try:
         with open(path, encoding="utf-8", errors="surrogateescape", newline="") as src, \
                 os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape",
                           newline="") as dst:
-            changed = _redact_line_stream(src, dst, rel_path, findings)
+            changed = _redact_line_stream(src, dst, rel_path, findings, plugins)
         if not changed:
             os.unlink(tmp)
             return

@@ -568,6 +568,61 @@ def test_private_key_split_over_json_strings_is_redacted(tmp_path):
     assert list(doc) == ["a", "b", "c", "d"] and doc["d"] == "kept"
 
 
+# Tokens the maintained rules (detect-secrets' plugins, the Hugging Face rule and the keyword +
+# entropy check) catch; each is split so that this file holds no scannable token.
+MAINTAINED = {
+    "slack_token": "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "stripe_access_key": "sk_live_" + "a1B2c3D4e5F6g7H8i9J0k1L2",
+    "huggingface_token": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567",
+    "sendgrid_api_key": "SG." + "ngeVfQFYQlKU0ufo8x5d1A.TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc-1s5cr",
+    "gitlab_token": "glpat-" + "Ab12Cd34Ef56Gh78Ij90",
+    "twilio_api_key": "SK" + "0123456789abcdef0123456789abcdef",
+    "json_web_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+                      + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "npm_tokens": "//registry.npmjs.org/:_authToken=" + "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+}
+
+
+def test_maintained_rules_catch_more_kinds_and_json_stays_valid(tmp_path):
+    secret_value = "Zx8Q2mR7pL4vN9wK" + "3tY6hB1cF5gJ0sDe"
+    digest = "9f86d081884c7d659a2feaa0c55ad015" + "a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    doc = {f"note_{kind}": f"value {token} end" for kind, token in MAINTAINED.items()}
+    doc["api_key"] = secret_value  # a high-entropy value under a secret-like key
+    doc["password"] = "hunter2"  # short and plain: left alone
+    doc["sha256"] = digest  # a hash under an ordinary key: left alone
+    doc["clone"] = "git clone https://bob:" + "S3cr3tPassw0rd" + "@github.com/x/y"
+    doc["n_input_tokens"] = 1234
+    path = tmp_path / "agent" / "trajectory.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(doc, indent=2))
+    log = tmp_path / "trial.log"
+    log.write_text("".join(f"{kind}: {token}\n" for kind, token in MAINTAINED.items()))
+
+    findings = scan_and_redact(tmp_path)
+
+    kinds = {f.kind for f in findings if f.file == "agent/trajectory.json"}
+    assert kinds == {*MAINTAINED, "high_entropy_secret", "basic_auth_credentials"}
+    log_kinds = [f.kind for f in findings if f.file == "trial.log"]
+    assert sorted(log_kinds) == sorted(MAINTAINED)
+    assert [f.line for f in findings if f.file == "trial.log"] == list(
+        range(1, len(MAINTAINED) + 1))
+    redacted = json.loads(path.read_text())  # still JSON
+    for kind in MAINTAINED:
+        assert redacted[f"note_{kind}"].startswith("value ")
+        assert f"[REDACTED:{kind}]" in redacted[f"note_{kind}"]
+        if kind != "npm_tokens":  # detect-secrets' npm rule takes the rest of the line
+            assert redacted[f"note_{kind}"].endswith("] end")
+    assert redacted["api_key"] == "[REDACTED:high_entropy_secret]"
+    assert redacted["password"] == "hunter2" and redacted["sha256"] == digest
+    assert redacted["n_input_tokens"] == 1234
+    assert "S3cr3tPassw0rd" not in path.read_text()
+    for token in [*MAINTAINED.values(), secret_value]:
+        secret_part = token.rsplit("=", 1)[-1] if token.startswith("//") else token
+        assert secret_part not in path.read_text() and secret_part not in log.read_text()
+        assert secret_part not in repr(findings)
+    assert scan_and_redact(tmp_path) == []  # idempotent
+
+
 def test_agent_kwargs_and_versions_are_part_of_the_configuration(tmp_path, spec):
     job = _build(tmp_path, spec, agent_kwargs={"reasoning_effort": "medium"})
     report = validate_submission(tmp_path, _meta(), spec)
