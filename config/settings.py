@@ -227,10 +227,13 @@ TASK_BASE_IMAGE = env.str("TASK_BASE_IMAGE", default="healthagentbench/base:book
 # Task sources: directories of Harbor packages (<category>/<task_id>/) whose benchmark versions
 # are defined by <source>/benchmarks/<name>@<version>.toml. The public synthetic tasks are the
 # repository's tasks/; licensed ones (the paper's) live in a private directory present only on
-# evaluation machines: TASK_SOURCES=/app/tasks,/srv/hab-tasks-private. TASKS_DIR is the
-# repository's own source (where new_task scaffolds).
+# evaluation machines: TASK_SOURCES=/app/tasks,/srv/hab-tasks-private. An entry may also be a
+# git repository pinned to a commit, <git URL>@<40-hex commit>[#<subdirectory>], cloned once
+# into TASK_SOURCES_CACHE and checked out at exactly that commit (evaluation/task_sources.py).
+# TASKS_DIR is the repository's own source (where new_task scaffolds).
 TASKS_DIR = BASE_DIR / "tasks"
-TASK_SOURCES = [Path(p) for p in env.list("TASK_SOURCES", default=[str(TASKS_DIR)])]
+TASK_SOURCES = env.list("TASK_SOURCES", default=[str(TASKS_DIR)])
+TASK_SOURCES_CACHE = Path(env.str("TASK_SOURCES_CACHE", default=str(BASE_DIR / "var" / "task-sources")))
 # Public git URL of this repository (shown on the contribute and submit pages: clone it to get
 # the public task packages and the tools).
 REPOSITORY_URL = env.str("REPOSITORY_URL", default="")

@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import django
-from django.conf import settings
 
 from evaluation.runner.engine import (
     APP_LABEL,
@@ -24,6 +23,7 @@ from evaluation.runner.engine import (
 )
 from evaluation.runner.images import build_task_image, prune_task_images, task_image_tag
 from evaluation.runner.reaper import reap_stale
+from evaluation.task_sources import task_source_dirs
 
 
 def bare_docker_run(
@@ -46,7 +46,7 @@ def bare_docker_run(
 
 
 def discover_tasks(tasks_dir: Path | None = None) -> list[Path]:
-    roots = [Path(tasks_dir)] if tasks_dir else [Path(p) for p in settings.TASK_SOURCES]
+    roots = [Path(tasks_dir)] if tasks_dir else task_source_dirs()
     return sorted(p.parent.parent for root in roots for p in root.glob("*/*/environment/Dockerfile"))
 
 

@@ -171,3 +171,56 @@ def test_a_private_task_source_defines_its_own_version_kept_apart(tmp_path, sett
     task = BenchmarkTask.objects.get(benchmark_version=private_bv)
     assert task.package_path == str((private / "clinical-trial-matching" / "synthetic_01").resolve())
     assert task.category.benchmark_version == private_bv
+
+
+def _git(*args, cwd):
+    import os
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    return subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_git_task_source_pinned_to_a_commit(tmp_path, settings):
+    """TASK_SOURCES entry `<git URL>@<commit>#<subdir>`: cloned once into TASK_SOURCES_CACHE at
+    exactly that commit; a later commit in the repository does not move it; a commit that is not
+    there is an error naming the source."""
+    from evaluation.task_specs import write_benchmark_manifest
+    from evaluation.task_sources import task_source_dirs
+
+    repo = tmp_path / "hab-private.git-work"
+    package = repo / "licensed" / "clinical-trial-matching" / "synthetic_01"
+    shutil.copytree(TASKS_DIR / "clinical-trial-matching" / "synthetic_01", package)
+    write_benchmark_manifest(repo / "licensed", name="git-bench", version="1.0",
+                             tasks={"clinical-trial-matching/synthetic_01": package_digest(package)})
+    _git("init", "-q", "-b", "main", cwd=repo)
+    _git("add", "-A", cwd=repo)
+    _git("commit", "-q", "-m", "v1", cwd=repo)
+    pinned = _git("rev-parse", "HEAD", cwd=repo)
+    (package / "README.md").write_text("changed after the pin\n")
+    _git("commit", "-qam", "later", cwd=repo)
+
+    entry = f"file://{repo}@{pinned}#licensed"
+    settings.TASK_SOURCES_CACHE = tmp_path / "cache"
+    settings.TASK_SOURCES = [str(TASKS_DIR), entry]
+    out = io.StringIO()
+    call_command("sync_tasks", stdout=out)
+    assert "benchmark version git-bench@1.0" in out.getvalue(), out.getvalue()
+    task = BenchmarkTask.objects.get(benchmark_version__name="git-bench")
+    checkout = Path(task.package_path)
+    assert checkout.is_relative_to(tmp_path / "cache")
+    assert _git("rev-parse", "HEAD", cwd=checkout) == pinned
+    assert "changed after the pin" not in (checkout / "README.md").read_text()
+    # Reused, not cloned again.
+    (first,) = [d for d in (tmp_path / "cache").iterdir() if not d.name.startswith(".")]
+    marker = first / ".git" / "reused"
+    marker.write_text("")
+    assert task_source_dirs([entry]) == [first / "licensed"] and marker.exists()
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+    settings.TASK_SOURCES = [f"file://{repo}@{'0' * 40}"]
+    with pytest.raises(CommandError, match=f"task source file://{repo}@0{{40}}: git checkout failed"):
+        call_command("sync_tasks", stdout=io.StringIO())
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # the failed clone left nothing

@@ -1,7 +1,7 @@
 """manage.py sync_tasks [--tasks-dir DIR] [--new-version NAME@VERSION]
 
-Registers the benchmark versions defined by the task sources (settings.TASK_SOURCES, or one
---tasks-dir): each ``<source>/benchmarks/<name>@<version>.toml`` lists its task packages and
+Registers the benchmark versions defined by the task sources (settings.TASK_SOURCES, directories
+or git repositories pinned to a commit, or one --tasks-dir): each ``<source>/benchmarks/<name>@<version>.toml`` lists its task packages and
 their content digests. Running it twice is harmless. A registered version never changes: a
 package that was changed or added shows up as "unreleased" and a manifest that disagrees with
 the catalogue as a conflict (exit status 1); --new-version writes the next version's manifest
@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.services import benchmark_tasks_sync, benchmark_version_release
+from evaluation.task_sources import TaskSourceError, task_source_dirs
 
 
 class Command(BaseCommand):
@@ -26,10 +27,10 @@ class Command(BaseCommand):
                             help="first write a new version holding the packages as they are now")
 
     def handle(self, *args, sources, new_version, **options):
-        sources = [Path(s) for s in (sources or settings.TASK_SOURCES)]
-        for source in sources:
-            if not source.is_dir():
-                raise CommandError(f"task source {source} is not a directory")
+        try:
+            sources = task_source_dirs(sources or settings.TASK_SOURCES)
+        except TaskSourceError as exc:
+            raise CommandError(str(exc)) from None
         if new_version:
             if len(sources) != 1:
                 raise CommandError("--new-version needs exactly one task source (--tasks-dir)")

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation import task_validation
+from evaluation.task_sources import task_source_dirs
 
 
 class Command(BaseCommand):
@@ -32,8 +33,8 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         task_dirs = list(opts["task_dirs"])
         if opts["all"]:
-            task_dirs += sorted(p.parent for source in settings.TASK_SOURCES
-                                for p in Path(source).glob("*/*/task.toml"))
+            task_dirs += sorted(p.parent for source in task_source_dirs()
+                                for p in source.glob("*/*/task.toml"))
         if not task_dirs:
             raise CommandError(
                 "name at least one task directory (tasks/<category>/<task_id>) or --all"
