@@ -1,0 +1,212 @@
+"""The newcomer's whole journey on a fresh site, in a real browser (issue 9's "done when").
+
+A site with nothing but what `make run` registers (sync_tasks) and a maintainer account. A
+logged-out visitor opens "Submit" from the navigation and copies the page's `harbor run`
+loop; the test runs it with the REAL Harbor CLI (.venv-harbor) and Harbor's oracle agent over
+every category of healthagentbench-synthetic@1.0 (7 tasks x 3 attempts, the X-ray verifier
+asking the local judge stand-in), archives the job directories with the page's `tar` command,
+signs up, creates an API token on the account page, uploads the archive through the form, and
+follows the live status page until the verdict given by a REAL Celery worker verifying in
+Docker. The token reads the same status from the API. A maintainer signs in, opens the
+moderation queue from the navigation and publishes it; the agent's row appears on the
+synthetic leaderboard.
+
+The page's loop runs its seven `harbor run` jobs side by side (each line sent to the
+background, then `wait`): one after another they take about 7 x 65 s here. Needs PostgreSQL
+(the worker shares the test database), Docker and Debian's chromium. About 6 to 12 minutes.
+"""
+
+import ipaddress
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import yaml
+from django.core.management import call_command
+
+from evaluation.judge_standin import JudgeStandIn
+from tests.evaluation import verification_support as vs
+from tests.harbor_cli import HarborRun, harbor_environment, run_all
+from tests.leaderboard.test_browser import chromium
+
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+SLUG = "healthagentbench-synthetic@1.0"
+HARBOR_TIMEOUT_S = float(os.environ.get("HARBOR_RUN_TIMEOUT_S", "480")) * 2
+VERDICT_TIMEOUT_S = 1500
+TERMINAL = ("verified", "checked", "discrepancy", "failed")
+AGENT_NAME = "Oracle (reference solutions)"
+METADATA = {
+    "agent_url": "https://github.com/harbor-framework/harbor",
+    "agent_display_name": AGENT_NAME,
+    "agent_org_display_name": "Harbor",
+    "models": [{"model_name": "none", "model_provider": "none",
+                "model_display_name": "no model", "model_org_display_name": "none"}],
+    "harness": "oracle",
+    "harness_version": "1.0.0",
+    "benchmark": SLUG,
+    "notes": "Harbor's oracle agent: the task packages' own solution/solve.sh.",
+}
+
+
+@pytest.fixture
+def fresh_site(live_server, settings, tmp_path, docker_engine):
+    """What `make run` serves (the task sources registered), one maintainer, and a real worker
+    on the evaluation queue sharing the test database and the media folder."""
+    from django.contrib.auth import get_user_model
+
+    from config.celery import app
+
+    vs.shared_database_url()  # skips on SQLite, which a worker process cannot share
+    media = tmp_path / "media"
+    settings.MEDIA_ROOT = str(media)
+    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
+    settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
+    call_command("sync_tasks", verbosity=0)
+    get_user_model().objects.create_user("maint", "m@example.org", "pw-maint-123!",
+                                         is_staff=True)
+    worker = vs.Worker(media_root=media, queue=f"{vs.QUEUE}-journey",
+                       env={"VERIFICATION_RERUN_TASKS": "1"}).start()
+    settings.VERIFICATION_QUEUE = worker.queue
+    broker = app.conf.broker_url
+    vs.point_celery_at(vs.BROKER_URL)
+    try:
+        yield live_server.url, worker
+    finally:
+        worker.stop()
+        vs.redis_client().delete(worker.queue)
+        vs.point_celery_at(broker)
+
+
+def _judge_host() -> str:
+    """The Docker bridge's gateway: the host as Harbor's containers reach it."""
+    from evaluation import runner
+
+    config = runner.client().networks.get("bridge").attrs["IPAM"]["Config"][0]
+    # Docker 20.10 lists only the subnet; the bridge takes its first address.
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
+def _run_page_loop(command: str, work, judge_url: str):
+    """The Submit page's loop with Harbor's oracle as the agent, its jobs side by side."""
+    assert "-a <your agent> -m <provider/model>" in command, command
+    assert command.rstrip().endswith("-y\ndone"), command
+    script = (command.replace("-a <your agent> -m <provider/model>", "-a oracle")
+              .rstrip()[: -len("done")].rstrip()[: -len("-y")] + "-y -q &\ndone\nwait\n")
+    (work / "tasks").symlink_to(vs.REPO / "tasks")  # the page's paths are the repository's
+    env = {**harbor_environment(), "XRAY_JUDGE_URL": judge_url}
+    run = run_all({"submit-page-loop": (["bash", "-euc", script], work / "jobs")},
+                  cwd=work, env=env, timeout_s=HARBOR_TIMEOUT_S)["submit-page-loop"]
+    assert run.returncode == 0, run.output[-6000:]
+    jobs = sorted(p for p in (work / "jobs").iterdir() if p.is_dir())
+    assert [j.name for j in jobs] == sorted(c.split("/")[-1] for c in
+                                            command.split("; do")[0].split()[3:]), run.output
+    rewards = {}
+    for job in jobs:
+        job_run = HarborRun(name=job.name, cmd=run.cmd, returncode=0, output="",
+                            seconds=run.seconds, job_dir=job)
+        rewards[job.name] = job_run.rewards()
+        assert rewards[job.name] == [1.0, 1.0, 1.0], job_run.report()
+    return run
+
+
+def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_site, tmp_path):
+    base, worker = fresh_site
+    work = tmp_path / "work"
+    work.mkdir()
+    timings = {}
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        problems = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+
+        # A logged-out visitor finds Submit in the navigation and copies the Harbor loop.
+        page.goto(base + "/")
+        page.get_by_role("navigation", name="Leaderboard pages").get_by_role(
+            "link", name="Submit").click()
+        page.wait_for_url("**/submit/")
+        command = page.locator('[data-testid="harbor-command"]').inner_text()
+
+        t0 = time.monotonic()
+        with JudgeStandIn(rule="injected-errors", host=_judge_host()) as judge:
+            _run_page_loop(command, work, judge.url)
+        timings["harbor"] = time.monotonic() - t0
+        tar = page.locator("pre", has_text="tar czf run.tar.gz").inner_text().splitlines()[0]
+        assert tar == "tar czf run.tar.gz -C jobs ."
+        subprocess.run(tar.split(), cwd=work, check=True)  # noqa: S603 - the page's command
+        (work / "metadata.yaml").write_text(yaml.safe_dump(METADATA, sort_keys=False))
+
+        # Sign up from the guide, then create a token on the account page.
+        page.locator('[data-testid="submit-guide"]').get_by_role("link", name="Sign up").click()
+        page.fill("#id_username", "newcomer")
+        page.fill("#id_email", "newcomer@example.org")
+        page.fill("#id_password1", "a-Long-passw0rd!")
+        page.fill("#id_password2", "a-Long-passw0rd!")
+        page.click("button[type=submit]")
+        page.wait_for_url("**/account/")
+        page.click("text=Create token")
+        token = page.locator("#new-token").inner_text()
+        assert token.startswith("hab_")
+
+        # Upload through the form; the status page follows verification live.
+        page.get_by_role("navigation", name="Leaderboard pages").get_by_role(
+            "link", name="Submit").click()
+        page.set_input_files("#id_archive", str(work / "run.tar.gz"))
+        page.set_input_files("#id_metadata", str(work / "metadata.yaml"))
+        page.click('[data-testid="upload-form"] button[type=submit]')
+        page.wait_for_url("**/submissions/*/")
+        assert page.locator('[data-testid="problems"]').count() == 0
+        status_url = page.url
+        pk = int(status_url.rstrip("/").rsplit("/", 1)[1])
+        assert page.locator('[data-testid="trials"] tbody tr').count() == 21
+        t0 = time.monotonic()
+        try:
+            page.wait_for_function(
+                "terminal => terminal.includes("
+                "document.querySelector('[data-field=status]').textContent.trim())",
+                arg=list(TERMINAL), timeout=VERDICT_TIMEOUT_S * 1000, polling=2000)
+        except Exception as exc:  # noqa: BLE001 - say what the worker did
+            raise AssertionError(f"no verdict on the status page: {exc}\n{worker.tail()}") from exc
+        timings["verification"] = time.monotonic() - t0
+        verdict = page.locator('[data-field="status"]').inner_text()
+        assert verdict in ("verified", "checked"), (verdict, worker.tail())
+        assert page.locator('[data-field="progress"]').inner_text() == "21/21"
+        # The token reads the same status from the API.
+        request = urllib.request.Request(f"{base}/api/v1/submissions/{pk}/",
+                                         headers={"Authorization": f"Token {token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - live server
+            assert json.load(response)["status"] == verdict
+
+        # A maintainer publishes it from the moderation queue.
+        maint = browser.new_page(viewport={"width": 1300, "height": 900})
+        maint.goto(base + "/accounts/login/")
+        maint.fill("input[name=username]", "maint")
+        maint.fill("input[name=password]", "pw-maint-123!")
+        maint.click("form.stack button[type=submit]")
+        maint.get_by_role("navigation", name="Account").get_by_role("link",
+                                                                    name="Moderation").click()
+        row = maint.locator('[data-testid="moderation"] tbody tr', has_text=AGENT_NAME)
+        assert row.count() == 1
+        row.get_by_role("link", name=str(pk)).click()
+        maint.click('[data-testid="publish"]')
+        maint.wait_for_load_state("load")
+        assert maint.locator('[data-field="status"]').inner_text() == "published"
+
+        # The new row is on the synthetic leaderboard, for everyone.
+        page.goto(f"{base}/?benchmark={SLUG}")
+        board = page.locator("table.data tbody tr", has_text=AGENT_NAME)
+        assert board.count() == 1, page.content()[:3000]
+        assert problems == []
+    # (The ORM after the browser: Playwright's sync API runs an event loop in this thread.)
+    from leaderboard.models import LeaderboardEntry
+    from submissions.models import Submission
+
+    sub = Submission.objects.get(pk=pk)
+    assert sub.owner.username == "newcomer" and sub.trials.filter(verified_reward=1.0).count() == 21
+    entry = LeaderboardEntry.objects.get(submission=sub)
+    assert (entry.successes, entry.attempts) == (21, 21)
+    print(f"harbor (7 jobs x 3 oracle trials): {timings['harbor']:.0f} s; "
+          f"verification to the verdict ({verdict}): {timings['verification']:.0f} s")
