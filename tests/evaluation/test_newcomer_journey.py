@@ -4,7 +4,7 @@ A site with nothing but what `make run` registers (sync_tasks) and a maintainer 
 logged-out visitor opens "Submit" from the navigation and copies the page's `harbor run`
 loop; the test runs it with the REAL Harbor CLI (.venv-harbor) and Harbor's oracle agent over
 every category of healthagentbench-synthetic@1.0 (7 tasks x 3 attempts, the X-ray verifier
-asking the local judge stand-in), archives the job directories with the page's `tar` command,
+asking the test session's stub judge), archives the job directories with the page's `tar` command,
 signs up, creates an API token on the account page, uploads the archive through the form, and
 follows the live status page until the verdict given by a REAL Celery worker verifying in
 Docker. The token reads the same status from the API. A maintainer signs in, opens the
@@ -16,7 +16,6 @@ background, then `wait`): one after another they take about 7 x 65 s here. Needs
 (the worker shares the test database), Docker and Debian's chromium. About 6 to 12 minutes.
 """
 
-import ipaddress
 import json
 import os
 import subprocess
@@ -27,7 +26,6 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from evaluation.judge_standin import JudgeStandIn
 from tests.evaluation import verification_support as vs
 from tests.harbor_cli import HarborRun, harbor_environment, run_all
 from tests.leaderboard.test_browser import chromium
@@ -81,15 +79,6 @@ def fresh_site(live_server, settings, tmp_path, docker_engine):
         vs.point_celery_at(broker)
 
 
-def _judge_host() -> str:
-    """The Docker bridge's gateway: the host as Harbor's containers reach it."""
-    from evaluation import runner
-
-    config = runner.client().networks.get("bridge").attrs["IPAM"]["Config"][0]
-    # Docker 20.10 lists only the subnet; the bridge takes its first address.
-    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
-
-
 def _run_page_loop(command: str, work, judge_url: str):
     """The Submit page's loop with Harbor's oracle as the agent, its jobs side by side."""
     assert "-a <your agent> -m <provider/model>" in command, command
@@ -131,8 +120,8 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
         command = page.locator('[data-testid="harbor-command"]').inner_text()
 
         t0 = time.monotonic()
-        with JudgeStandIn(rule="injected-errors", host=_judge_host()) as judge:
-            _run_page_loop(command, work, judge.url)
+        # The X-ray verifier asks the test session's stub judge (the worker's judge too).
+        _run_page_loop(command, work, vs.judge_stub().url)
         timings["harbor"] = time.monotonic() - t0
         tar = page.locator("pre", has_text="tar czf run.tar.gz").inner_text().splitlines()[0]
         assert tar == "tar czf run.tar.gz -C jobs ."
