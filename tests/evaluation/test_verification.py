@@ -199,7 +199,10 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
     assert "/tests" in log and "No such file or directory" in log
     assert "answer.json" not in log and json.dumps(secret_line) not in log
     flags = {t.attempt: t.flags for t in sub.trials.all()}
-    assert flags == {1: [], 2: ["replay_mismatch"], 3: ["not_replayable"]}
+    # The probe also trips the reward-hacking screen: /tests (RH1) and answer files (RH3); the
+    # submission's harness is the oracle, which may look at /solution (RH2 exempts it).
+    assert flags == {1: [], 2: ["replay_mismatch", "reward_hack:RH1", "reward_hack:RH3"],
+                     3: ["not_replayable"]}
     assert sub.status == "discrepancy"
     assert job.__class__.objects.get(pk=job.pk).summary["replay"]["not_replayable_trials"]
 

@@ -53,7 +53,14 @@ def site(live_server, transactional_db, settings, tmp_path):
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
 
-    from submissions.models import Submission
+    from submissions.models import (
+        CheckKind,
+        CheckStatus,
+        Submission,
+        TrialCheck,
+        VerificationJob,
+    )
+    from submissions.trials import trial_screen_record
 
     settings.MEDIA_ROOT = str(tmp_path / "media")
     call_command("load_demo", verbosity=0)
@@ -72,6 +79,15 @@ def site(live_server, transactional_db, settings, tmp_path):
         default_storage.save(f"submissions/demo-1/{t.pk}/agent/trajectory.json",
                              ContentFile(json.dumps(doc).encode()))
         type(t).objects.filter(pk=t.pk).update(trajectory_path=f"{t.pk}/agent/trajectory.json")
+    # The second trial is flagged by the reward-hacking screen, with a long piece of evidence:
+    # the findings (and the maintainer's clear form) render on the submission and trial pages.
+    job = VerificationJob.objects.create(submission=sub, status="done", attempt=1)
+    TrialCheck.objects.create(
+        job=job, kind=CheckKind.SCREEN, trial=trials[1], benchmark_task=trials[1].benchmark_task,
+        status=CheckStatus.MISMATCH, detail={"rules_version": "browser", "hits": [
+            {"rule": "RH1", "source": "command", "step": 1,
+             "excerpt": "ls -la /tests && cat /tests/" + "very-long-path-segment/" * 20}]})
+    trial_screen_record(trial_id=trials[1].pk, hits=["RH1"])
     return live_server.url, sub, trials
 
 
@@ -85,7 +101,8 @@ def test_every_page_fits_both_viewports_passes_axe_and_loads_plotly_only_with_ch
     base, sub, trials = site
     axe = axe_source()
     signed_in = ["/account/", "/submit/", "/moderation/", f"/submissions/{sub.pk}/",
-                 f"/submissions/{sub.pk}/trials/{trials[0].pk}/trajectory/"]
+                 f"/submissions/{sub.pk}/trials/{trials[0].pk}/trajectory/",
+                 f"/submissions/{sub.pk}/trials/{trials[1].pk}/trajectory/"]
     failures: list[str] = []
     with chromium() as browser:
         session = sign_in(browser, base, "maint", "pw-maint-123!")
