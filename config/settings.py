@@ -53,6 +53,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # WhiteNoise directly after SecurityMiddleware, as its docs require.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Warm anonymous pages from the cache, before sessions/CSRF/auth (leaderboard/middleware.py).
+    "leaderboard.middleware.CachedPageMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -204,7 +206,14 @@ LEADERBOARD_TIE_ALPHA = env.float("LEADERBOARD_TIE_ALPHA", default=0.05)
 LEADERBOARD_CACHE_TIMEOUT_S = env.int("LEADERBOARD_CACHE_TIMEOUT_S", default=24 * 3600)
 # Agents per page on the list pages (top N, then "next" or "show all"), and on the task matrix
 # (54 cells of 3 attempts per agent).
+# How long a remembered version state may answer requests without the database (a bump forgets
+# it at once in a shared cache; this bounds a per-process cache such as local memory).
+LEADERBOARD_STATE_TTL_S = env.float("LEADERBOARD_STATE_TTL_S", default=0.5)
 LEADERBOARD_PAGE_SIZE = env.int("LEADERBOARD_PAGE_SIZE", default=100)
+# Models (and harness x model lines) per page of /harness-effect/.
+LEADERBOARD_GROUP_PAGE_SIZE = env.int("LEADERBOARD_GROUP_PAGE_SIZE", default=25)
+# Publishes and withdrawals listed on /changelog/ (newest first).
+LEADERBOARD_CHANGELOG_EVENTS = env.int("LEADERBOARD_CHANGELOG_EVENTS", default=200)
 LEADERBOARD_MATRIX_PAGE_SIZE = env.int("LEADERBOARD_MATRIX_PAGE_SIZE", default=50)
 
 # --- Evaluation ---

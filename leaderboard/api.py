@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itertools import islice
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.utils.decorators import method_decorator
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
@@ -51,8 +52,9 @@ class _TableApi(APIView):
         return _json(list(table.dicts()))
 
 
-class LeaderboardListApi(_TableApi):
-    table = "leaderboard"
+class LeaderboardListApi(APIView):
+    """Ranked agents, one page at a time (limit/offset, limit <= 1000), sorted and searched as
+    the leaderboard page is (sort, order, q); /leaderboard.csv has every row."""
 
     @extend_schema_serializer(component_name="LeaderboardRow")
     class OutputSerializer(serializers.Serializer):
@@ -93,10 +95,42 @@ class LeaderboardListApi(_TableApi):
         counted_trials = serializers.IntegerField(allow_null=True)
         passes_not_replayed_or_rerun = serializers.IntegerField(allow_null=True)
         badge = serializers.CharField()
+        agent_id = serializers.IntegerField(help_text="stable id of the agent")
+        agent_slug = serializers.CharField(help_text="the agent page's /agents/<slug>/")
+        submission_id = serializers.IntegerField(help_text="the ranked (latest published) "
+                                                 "submission: /submissions/<id>/")
 
-    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    PageSerializer = extend_schema_serializer(component_name="LeaderboardPage")(type(
+        "LeaderboardPageSerializer", (serializers.Serializer,), {
+            "count": serializers.IntegerField(help_text="agents matching the filters and search"),
+            "next": serializers.URLField(allow_null=True, help_text="the next page, null on the last"),
+            "previous": serializers.URLField(allow_null=True),
+            "offset": serializers.IntegerField(), "limit": serializers.IntegerField(),
+            "results": OutputSerializer(many=True)}))
+
+    @extend_schema(
+        parameters=[*_FILTER_PARAMS, OpenApiParameter("limit", int, description="<= 1000"),
+                    OpenApiParameter("offset", int),
+                    OpenApiParameter("sort", str, enum=sorted(selectors.SORTABLE)),
+                    OpenApiParameter("order", str, enum=["asc", "desc"]),
+                    OpenApiParameter("q", str, description="search agent, harness, model")],
+        responses=PageSerializer,
+    )
+    @method_decorator(cached_response)
     def get(self, request: Request) -> HttpResponse:
-        return super().get(request)
+        bv, filters = _params(request)
+        limit, offset = _limit_offset(request, default=settings.LEADERBOARD_PAGE_SIZE,
+                                      most=1000)
+        sort = request.query_params.get("sort", "rank")
+        order = request.query_params.get("order", "desc" if sort == "success" else "asc")
+        window = selectors.EntryWindow(
+            sort=sort, descending=order == "desc", offset=offset, limit=limit,
+            search=request.query_params.get("q", "").strip()[:100])
+        entries, count = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
+                                                      window=window)
+        return _page(request, count, offset, limit, [
+            dict(zip(tables.LEADERBOARD_COLUMNS, tables.leaderboard_row(e), strict=True))
+            for e in entries])
 
 
 class CategoryListApi(_TableApi):
@@ -201,21 +235,30 @@ class TrialListApi(APIView):
     @method_decorator(cached_response)
     def get(self, request: Request) -> HttpResponse:
         bv, filters = _params(request)
-        try:
-            limit = min(int(request.query_params.get("limit", 1000)), 5000)
-            offset = int(request.query_params.get("offset", 0))
-        except ValueError as exc:
-            raise ValidationError({"limit": "limit and offset must be integers"}) from exc
-        if limit < 1 or offset < 0:
-            raise ValidationError({"limit": "limit must be >= 1 and offset >= 0"})
+        limit, offset = _limit_offset(request, default=1000, most=5000)
         rows = list(islice(tables.trials_table(bv, filters).dicts(), offset, offset + limit))
         count = selectors.trial_count(benchmark_version=bv, filters=filters)
-        return _json({
-            "count": count,
-            "next": _page_url(request, offset + limit, limit) if offset + limit < count else None,
-            "previous": _page_url(request, max(offset - limit, 0), limit) if offset else None,
-            "offset": offset, "limit": limit, "results": rows,
-        })
+        return _page(request, count, offset, limit, rows)
+
+
+def _limit_offset(request: Request, *, default: int, most: int) -> tuple[int, int]:
+    try:
+        limit = min(int(request.query_params.get("limit", default)), most)
+        offset = int(request.query_params.get("offset", 0))
+    except ValueError as exc:
+        raise ValidationError({"limit": "limit and offset must be integers"}) from exc
+    if limit < 1 or offset < 0:
+        raise ValidationError({"limit": "limit must be >= 1 and offset >= 0"})
+    return limit, offset
+
+
+def _page(request: Request, count: int, offset: int, limit: int, rows: list) -> HttpResponse:
+    return _json({
+        "count": count,
+        "next": _page_url(request, offset + limit, limit) if offset + limit < count else None,
+        "previous": _page_url(request, max(offset - limit, 0), limit) if offset else None,
+        "offset": offset, "limit": limit, "results": rows,
+    })
 
 
 def _page_url(request: Request, offset: int, limit: int) -> str:

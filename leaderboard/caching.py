@@ -8,11 +8,20 @@ indexed query, joined to the benchmark-version lookup every page makes anyway.
 
 Responses carry an ETag derived from the key (plus the visitor, for HTML) and the version's
 Last-Modified, and conditional requests get 304 without touching the cache.
+
+Warm anonymous requests do not reach the view, nor the database: ``leaderboard.middleware``
+answers them from the cache before the session, CSRF and auth middleware run, using the
+version state (pk, number, last modified) remembered in the cache under ``STATE_KEY``. Every
+bump forgets that state, at once and again when its transaction commits, so the next request
+reads the new number from the database; a remembered state is trusted for at most
+``LEADERBOARD_STATE_TTL_S`` (it bounds how long a per-process cache, such as ``make run``'s
+local memory, can serve a page from before a publish made in another process).
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
@@ -20,6 +29,7 @@ from functools import wraps
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.loader import render_to_string
 from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
@@ -40,13 +50,51 @@ def version_state(bv: BenchmarkVersion) -> tuple[int, datetime]:
     return (av.number, av.updated_at) if av is not None else (0, bv.updated_at)
 
 
-def cache_key(bv: BenchmarkVersion, request: HttpRequest) -> str:
+STATE_KEY = "lb:states"
+
+
+def state_remember(slug: str, bv: BenchmarkVersion) -> None:
+    """Remember which version (and aggregate version) ``?benchmark=<slug>`` names."""
     number, modified = version_state(bv)
-    query = sorted((k, v) for k in request.GET for v in request.GET.getlist(k))
+    states = cache.get(STATE_KEY) or {}
+    states[slug] = (bv.pk, number, modified.timestamp(), time.time())
+    cache.set(STATE_KEY, states, settings.LEADERBOARD_CACHE_TIMEOUT_S)
+
+
+def state_lookup(slug: str) -> tuple[int, int, float] | None:
+    """(version pk, aggregate number, last modified timestamp) remembered for ``slug``, or
+    None: unknown, forgotten by a bump, or older than LEADERBOARD_STATE_TTL_S."""
+    found = (cache.get(STATE_KEY) or {}).get(slug)
+    if found is None or time.time() - found[3] > settings.LEADERBOARD_STATE_TTL_S:
+        return None
+    return found[:3]
+
+
+def state_forget() -> None:
+    """Called by every bump: forget the remembered states now and again at commit (a reader
+    between the two may have remembered the number from before the commit)."""
+    cache.delete(STATE_KEY)
+    transaction.on_commit(lambda: cache.delete(STATE_KEY))
+
+
+def key_for(pk: int, number: int, modified_ts: float, path: str, query: list) -> str:
     # The bump time joins the number: a restored database (or a rolled-back test) can reuse a
     # number, never the pair.
-    digest = hashlib.sha256(repr((request.path, query, modified.isoformat())).encode())
-    return f"lb:{bv.pk}:{number}:{digest.hexdigest()[:40]}"
+    digest = hashlib.sha256(repr((path, query, modified_ts)).encode())
+    return f"lb:{pk}:{number}:{digest.hexdigest()[:40]}"
+
+
+def canonical_query(request: HttpRequest) -> list:
+    return sorted((k, v) for k in request.GET for v in request.GET.getlist(k))
+
+
+def etag_for(key: str, who: str) -> str:
+    return '"' + hashlib.sha256(f"{key}|{who}".encode()).hexdigest()[:32] + '"'
+
+
+def cache_key(bv: BenchmarkVersion, request: HttpRequest) -> str:
+    number, modified = version_state(bv)
+    return key_for(bv.pk, number, modified.timestamp(), request.path, canonical_query(request))
 
 
 def _anonymous_nav() -> str:
@@ -69,15 +117,16 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        slug = request.GET.get("benchmark", "")
         try:
-            bv = selectors.benchmark_version_get(slug=request.GET.get("benchmark", ""))
+            bv = selectors.benchmark_version_get(slug=slug)
         except selectors.UnknownBenchmark:
             return view(request, *args, **kwargs)  # the view answers 404
         request.benchmark_version = bv  # the view's own lookup reuses it (no second query)
         key = cache_key(bv, request)
         signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
         who = f"u{request.user.pk}" if signed_in else "anon"
-        etag = '"' + hashlib.sha256(f"{key}|{who}".encode()).hexdigest()[:32] + '"'
+        etag = etag_for(key, who)
         _number, modified = version_state(bv)
         probe = _validators(HttpResponse(), etag, modified)
         conditional = get_conditional_response(request, etag=etag,
@@ -85,10 +134,14 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
                                                response=probe)
         if conditional is not probe:
             return conditional
+        # Remembered for the middleware's next hits (after the version was read, as late as
+        # possible: the remembered state's age counts from here).
+        state_remember(slug, bv)
         hit = cache.get(key)
         if hit is not None:
             response = _from_cache(hit, request, signed_in)
             if response is not None:
+                response.lb_cache_key = key  # the middleware keeps its final headers
                 return _validators(response, etag, modified)
         response = view(request, *args, **kwargs)
         # A streamed response is kept only when its view built the body whole (cache_content).
@@ -100,6 +153,7 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
                 "content_type": response["Content-Type"],
                 "headers": {h: response[h] for h in _KEPT_HEADERS if h in response},
             }, settings.LEADERBOARD_CACHE_TIMEOUT_S)
+            response.lb_cache_key = key
         return _validators(response, etag, modified)
 
     return wrapper

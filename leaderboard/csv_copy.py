@@ -22,7 +22,12 @@ from leaderboard.csv_export import header_line
 from evaluation.models import Agent, BenchmarkTask, BenchmarkVersion, Category
 from leaderboard.models import LeaderboardEntry, TaskCell
 from submissions.models import Submission, Trial
-from leaderboard.tables import RECONSTRUCTED, TASK_MATRIX_COLUMNS, TRIAL_COLUMNS
+from leaderboard.tables import (
+    OUTCOME_LETTERS,
+    RECONSTRUCTED,
+    TASK_MATRIX_COLUMNS,
+    TRIAL_COLUMNS,
+)
 
 
 def _tables() -> dict[str, str]:
@@ -65,6 +70,15 @@ def _flags_text(expr: str) -> str:
             "WITH ORDINALITY AS x(v, i) ORDER BY x.i), ';')")
 
 
+def _outcome_names(expr: str) -> str:
+    """tables.outcome_names: "PF" -> "passed|failed". The names are lower case, so replacing
+    one upper-case letter never touches another's name."""
+    out = f"regexp_replace({expr}, '(.)(?!$)', '\\1|', 'g')"
+    for code, name in OUTCOME_LETTERS.items():
+        out = f"replace({out}, '{code}', '{name}')"
+    return out
+
+
 def _entry_ids(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[str, tuple]:
     qs = selectors.entries_for_export(benchmark_version=bv, filters=filters)
     return qs.values("pk").order_by().query.sql_with_params()
@@ -81,7 +95,7 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
         _float("t.verified_reward"),
         "CASE WHEN s.is_reconstructed THEN 'reconstructed' ELSE t.verification_level END",
         _text(_flags_text("t.flags")), "t.submission_id", _text("t.judge_model"),
-        _text("t.judge_prompt_version"),
+        _text("t.judge_prompt_version"), "t.id", "s.agent_id",
     ])
     n = _tables()
     sql = (
@@ -107,6 +121,7 @@ def task_matrix_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tu
         _text("a.display_name"), _text("bt.name"), _text("c.slug"), _text("cell.outcomes"),
         "COALESCE(cell.successes, 0)", _provenance("e.reconstructed", "e.verified"),
         _text("cell.claimed_outcomes"), _text(f"COALESCE({cell_flags}, '')"),
+        _text(_outcome_names("cell.outcomes")), "e.agent_id", "e.submission_id", "bt.id",
     ])
     n = _tables()
     sql = (

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db.models import F, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.db.models.functions import Lower
 from django.utils import timezone
 
@@ -22,7 +22,7 @@ from leaderboard.models import (
     LeaderboardEntry,
     TaskCell,
 )
-from submissions.models import Trial
+from submissions.models import Submission, SubmissionEvent, SubmissionStatus, Trial
 
 
 class UnknownBenchmark(Exception):
@@ -325,7 +325,7 @@ def trial_rows(
             "duration_s", "output_tokens", "submission__is_reconstructed",
             "submission__is_verified", "claimed_outcome", "claimed_success", "reward",
             "verified_reward", "flags", "submission_id", "verification_level",
-            "judge_model", "judge_prompt_version",
+            "judge_model", "judge_prompt_version", "pk", "submission__agent_id",
         )
         .iterator(chunk_size=2000)
     )
@@ -377,3 +377,30 @@ def screen_rules_described() -> dict:
     """The reward-hacking screen's rules and evidence sources, for the methods page (no query:
     the rules are a file, evaluation/screen_rules.toml)."""
     return {"screen": screen_rules.load_rules(), "screen_sources": screen_rules.SOURCES}
+
+
+def changelog_versions() -> list[BenchmarkVersion]:
+    """Every benchmark version, newest first, with its task and published-submission counts.
+    One query."""
+    return list(BenchmarkVersion.objects.annotate(
+        n_tasks=Count("tasks", distinct=True),
+        n_published=Count("submissions", filter=Q(submissions__status=SubmissionStatus.PUBLISHED),
+                          distinct=True),
+    ).order_by("-created_at", "name", "version"))
+
+
+def changelog_events(*, limit: int = 200) -> list[SubmissionEvent]:
+    """The most recent publishes and withdrawals (the site's data changes), newest first.
+    One query."""
+    return list(
+        SubmissionEvent.objects.filter(
+            to_status__in=[SubmissionStatus.PUBLISHED, SubmissionStatus.WITHDRAWN],
+            submission__is_reconstructed=False)
+        .select_related("submission__agent", "submission__benchmark_version")
+        .order_by("-created_at", "-pk")[:limit])
+
+
+def reconstructed_loads() -> list[Submission]:
+    """The paper's reconstructed rows, as loaded (no status history of their own). One query."""
+    return list(Submission.objects.published().filter(is_reconstructed=True)
+                .select_related("agent", "benchmark_version").order_by("-created_at", "pk"))

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from leaderboard import selectors
 from evaluation.models import BenchmarkVersion
+from submissions.models import OUTCOME_CODES
 
 
 RECONSTRUCTED = "reconstructed-from-published-aggregates"
@@ -51,32 +52,35 @@ def _checked(cov: dict) -> tuple:
             cov["passes_uncovered"])
 
 
+# The first 13 columns are the published, fixed CSV interface; extras follow (stable ids last).
+LEADERBOARD_COLUMNS = (
+    "rank", "agent", "harness", "model", "success_rate", "ci_low", "ci_high", "successes",
+    "attempts", "cost_per_attempt_usd", "mean_duration_s", "mean_output_tokens", "verified",
+    "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
+    "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
+    "claimed_successes", "flagged_trials", "infra_errors_claimed",
+    "infra_errors_confirmed", "verification_level", "regraded_trials", "replayed_trials",
+    "rerun_trials", "counted_trials", "passes_not_replayed_or_rerun", "badge",
+    "agent_id", "agent_slug", "submission_id")
+
+
+def leaderboard_row(e) -> tuple:
+    """One entry as the leaderboard CSV/API row (LEADERBOARD_COLUMNS)."""
+    return (e.rank, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
+            _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes, e.attempts,
+            _money(e.cost_per_attempt_usd), _r(e.mean_duration_s, 1),
+            _r(e.mean_output_tokens, 1), e.verified, e.tie_group, e.agent.model.provider,
+            e.infra_errors, _r(e.coverage), _money(e.cost_per_success_usd), _r(e.pass_at_k),
+            _r(e.pass_hat_k), e.reconstructed,
+            e.submitted_on.isoformat() if e.submitted_on else None,
+            provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials,
+            e.infra_errors_claimed, e.infra_errors, e.verification_level,
+            *_checked(e.verification), e.badge, e.agent_id, e.agent.slug, e.submission_id)
+
+
 def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
-    return Table(
-        "leaderboard",
-        # The first 13 columns are the published, fixed CSV interface; extras follow.
-        ("rank", "agent", "harness", "model", "success_rate", "ci_low", "ci_high", "successes",
-         "attempts", "cost_per_attempt_usd", "mean_duration_s", "mean_output_tokens", "verified",
-         "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
-         "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
-         "claimed_successes", "flagged_trials", "infra_errors_claimed",
-         "infra_errors_confirmed", "verification_level", "regraded_trials", "replayed_trials",
-         "rerun_trials", "counted_trials", "passes_not_replayed_or_rerun", "badge"),
-        [
-            (e.rank, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
-             _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes, e.attempts,
-             _money(e.cost_per_attempt_usd), _r(e.mean_duration_s, 1),
-             _r(e.mean_output_tokens, 1), e.verified, e.tie_group, e.agent.model.provider,
-             e.infra_errors, _r(e.coverage), _money(e.cost_per_success_usd), _r(e.pass_at_k),
-             _r(e.pass_hat_k), e.reconstructed,
-             e.submitted_on.isoformat() if e.submitted_on else None,
-             provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials,
-             e.infra_errors_claimed, e.infra_errors, e.verification_level,
-             *_checked(e.verification), e.badge)
-            for e in entries
-        ],
-    )
+    return Table("leaderboard", LEADERBOARD_COLUMNS, [leaderboard_row(e) for e in entries])
 
 
 def categories_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -89,9 +93,10 @@ def categories_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> T
                 continue
             rows.append((e.agent.display_name, c.slug, c.group, ce.successes, ce.attempts,
                          _r(ce.success_rate), _r(ce.ci_low), _r(ce.ci_high),
-                         provenance(e.reconstructed, e.verified)))
+                         provenance(e.reconstructed, e.verified), e.agent_id, e.submission_id))
     return Table("categories", ("agent", "category", "group", "successes", "attempts",
-                                "success_rate", "ci_low", "ci_high", "provenance"), rows)
+                                "success_rate", "ci_low", "ci_high", "provenance", "agent_id",
+                                "submission_id"), rows)
 
 
 def groups_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -103,9 +108,11 @@ def groups_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table
             if macro is None:
                 continue
             rows.append((e.agent.display_name, e.agent.harness.slug, group, _r(macro),
-                         _r(pooled), provenance(e.reconstructed, e.verified)))
+                         _r(pooled), provenance(e.reconstructed, e.verified), e.agent_id,
+                         e.submission_id))
     return Table("groups", ("agent", "harness", "group", "macro_success_rate",
-                            "pooled_success_rate", "provenance"), rows)
+                            "pooled_success_rate", "provenance", "agent_id", "submission_id"),
+                 rows)
 
 
 def harness_families_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -129,7 +136,8 @@ def flags_text(flags: list | None) -> str:
 TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success", "cost_usd",
                  "duration_s", "output_tokens", "provenance", "claimed_outcome",
                  "claimed_success", "claimed_reward", "verified_reward", "verification_level",
-                 "flags", "submission", "judge_model", "judge_prompt_version")
+                 "flags", "submission", "judge_model", "judge_prompt_version", "trial_id",
+                 "agent_id")
 
 
 def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -137,19 +145,27 @@ def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table
         (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
          provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
          verified_reward, "reconstructed" if reconstructed else level, flags_text(flags),
-         submission, judge_model, judge_prompt_version)
+         submission, judge_model, judge_prompt_version, trial_id, agent_id)
         for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens,
         reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
-        flags, submission, level, judge_model, judge_prompt_version
+        flags, submission, level, judge_model, judge_prompt_version, trial_id, agent_id
         in selectors.trial_rows(benchmark_version=bv, filters=filters)
     )
     return Table("trials", TRIAL_COLUMNS, rows)
 
 
-# outcomes are the site's codes per attempt; claimed_outcomes the submission's; flags one
-# ";"-list per attempt, attempts separated by "|".
+# outcomes are the site's codes per attempt (OUTCOME_LETTERS; outcome_names spells them out);
+# claimed_outcomes the submission's; flags one ";"-list per attempt, attempts separated by "|".
 TASK_MATRIX_COLUMNS = ("agent", "task", "category", "outcomes", "successes", "provenance",
-                       "claimed_outcomes", "flags")
+                       "claimed_outcomes", "flags", "outcome_names", "agent_id",
+                       "submission_id", "task_id")
+# The letters of outcomes/claimed_outcomes (submissions.models.OUTCOME_CODES), as documented on
+# /downloads/.
+OUTCOME_LETTERS = {code: str(outcome) for outcome, code in OUTCOME_CODES.items()}
+
+
+def outcome_names(codes: str) -> str:
+    return "|".join(OUTCOME_LETTERS[c] for c in codes)
 
 
 def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -161,7 +177,9 @@ def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> 
                          cell.outcomes if cell else "", cell.successes if cell else 0,
                          provenance(e.reconstructed, e.verified),
                          cell.claimed_outcomes if cell else "",
-                         "|".join(flags_text(f) for f in cell.flags) if cell else ""))
+                         "|".join(flags_text(f) for f in cell.flags) if cell else "",
+                         outcome_names(cell.outcomes) if cell else "", e.agent_id,
+                         e.submission_id, t.pk))
     return Table("task_matrix", TASK_MATRIX_COLUMNS, rows)
 
 
@@ -185,4 +203,22 @@ TABLES = {
     "trials": trials_table,
     "task-matrix": task_matrix_table,
     "tasks": tasks_table,
+}
+
+
+# Each CSV's columns, for the downloads page (the small tables' headers are fixed here too).
+COLUMNS_OF = {
+    "leaderboard": LEADERBOARD_COLUMNS,
+    "categories": ("agent", "category", "group", "successes", "attempts", "success_rate",
+                   "ci_low", "ci_high", "provenance", "agent_id", "submission_id"),
+    "groups": ("agent", "harness", "group", "macro_success_rate", "pooled_success_rate",
+               "provenance", "agent_id", "submission_id"),
+    "harness-families": ("harness_family", "agents", "mean_success_rate", "pooled_success_rate",
+                         "imaging_macro_success_rate", "text_macro_success_rate",
+                         "imaging_pooled_success_rate", "text_pooled_success_rate"),
+    "trials": TRIAL_COLUMNS,
+    "task-matrix": TASK_MATRIX_COLUMNS,
+    "tasks": ("task", "category", "group", "modality", "data_source", "access",
+              "success_criterion", "runnable_here", "solved_attempts", "scored_attempts",
+              "solve_rate"),
 }

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_safe
 
 from leaderboard import charts, csv_copy, selectors, simulation, tables
@@ -58,6 +58,7 @@ class Pager:
     previous_url: str = ""
     next_url: str = ""
     all_url: str = ""
+    noun: str = "agents"
 
 
 def _window(request: HttpRequest, page_size: int) -> selectors.EntryWindow:
@@ -73,7 +74,8 @@ def _window(request: HttpRequest, page_size: int) -> selectors.EntryWindow:
         offset=0 if show_all else (page - 1) * page_size, limit=None if show_all else page_size)
 
 
-def _pager(request: HttpRequest, window: selectors.EntryWindow, shown: int, total: int) -> Pager:
+def _pager(request: HttpRequest, window: selectors.EntryWindow, shown: int, total: int,
+           param: str = "page", noun: str = "agents") -> Pager:
     def url(**changes) -> str:
         q = request.GET.copy()
         for k, v in changes.items():
@@ -86,11 +88,45 @@ def _pager(request: HttpRequest, window: selectors.EntryWindow, shown: int, tota
     more = window.limit is not None and window.offset + shown < total
     return Pager(
         first=window.offset + 1 if shown else 0, last=window.offset + shown, total=total,
-        search=window.search, show_all=window.limit is None,
-        previous_url=url(page=str(page - 1) if page > 2 else None) if page > 1 else "",
-        next_url=url(page=str(page + 1)) if more else "",
-        all_url=url(show="all", page=None) if window.limit is not None and total > shown else "",
+        search=window.search, show_all=window.limit is None, noun=noun,
+        previous_url=url(**{param: str(page - 1) if page > 2 else None}) if page > 1 else "",
+        next_url=url(**{param: str(page + 1)}) if more else "",
+        all_url=(url(show="all", page=None, vpage=None)
+                 if window.limit is not None and total > shown else ""),
     )
+
+
+def _rows_window(request: HttpRequest, rows: list, param: str, noun: str) -> tuple[list, Pager]:
+    """One page of grouped rows (``param`` names its page in the URL; ``show=all``, ``q``
+    shared with the other sections of the page)."""
+    size = settings.LEADERBOARD_GROUP_PAGE_SIZE
+    page = request.GET.get(param, "1")
+    page = max(int(page), 1) if page.isdigit() else 1
+    show_all = request.GET.get("show") == "all"
+    window = selectors.EntryWindow(search=request.GET.get("q", "").strip()[:100],
+                                   offset=0 if show_all else (page - 1) * size,
+                                   limit=None if show_all else size)
+    if window.search:
+        needle = window.search.lower()
+        rows = [r for r in rows if needle in r.label.lower() or any(
+            needle in e.agent.display_name.lower() for e in r.entries)]
+    shown = rows if window.limit is None else rows[window.offset:window.offset + window.limit]
+    return shown, _pager(request, window, len(shown), len(rows), param=param, noun=noun)
+
+
+# Leaderboard columns a visitor can hide (``?hide=cost&hide=time``): key -> header.
+TOGGLE_COLUMNS = {"tie": "Tie group", "harness": "Harness", "model": "Model",
+                  "cost": "Cost / attempt", "time": "Mean time", "tokens": "Mean output tokens",
+                  "coverage": "Coverage", "status": "Status", "date": "Date"}
+
+
+def _columns(request: HttpRequest) -> tuple[list[tuple[str, str, bool]], list[tuple[str, str]]]:
+    """(key, header, hidden) of each toggle column, and the other query parameters the
+    column form keeps (as hidden inputs)."""
+    hidden = set(request.GET.getlist("hide"))
+    keep = [(k, v) for k in request.GET if k not in ("hide", "page", "cols", "show_col")
+            for v in request.GET.getlist(k)]
+    return [(k, label, k in hidden) for k, label in TOGGLE_COLUMNS.items()], keep
 
 
 @require_GET
@@ -100,9 +136,20 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
     window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
     entries, total = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
                                                   window=window)
+    if "cols" in request.GET:
+        # The column form without JavaScript: the shown columns become the canonical hide=...
+        q = request.GET.copy()
+        shown = set(q.getlist("show_col"))
+        for k in ("cols", "show_col", "page"):
+            q.pop(k, None)
+        q.setlist("hide", [k for k in TOGGLE_COLUMNS if k not in shown])
+        return redirect("?" + q.urlencode())
+    columns, keep = _columns(request)
     ctx.update({
         "entries": entries, "pager": _pager(request, window, len(entries), total),
         "sort": window.sort, "order": "desc" if window.descending else "asc",
+        "columns": columns, "column_keep": keep,
+        "hidden_classes": " ".join(f"hide-{k}" for k, _, off in columns if off),
         "chart": charts.leaderboard_bar(sorted(entries, key=lambda e: e.rank)),
         "any_reconstructed": any(e.reconstructed for e in entries),
     })
@@ -151,10 +198,16 @@ def show_groups(request: HttpRequest) -> HttpResponse:
 @cached_response
 def show_harness_effect(request: HttpRequest) -> HttpResponse:
     bv, _filters, ctx = _context(request)
-    same_model = selectors.same_model_across_harnesses(benchmark_version=bv)
-    versions = selectors.versions_within_harness(benchmark_version=bv)
+    # Windowed by model (and by harness x model line), page sizes in the URL: at 10,000 agents
+    # the whole comparison is megabytes. The CSVs keep every agent.
+    same_model, same_pager = _rows_window(
+        request, selectors.same_model_across_harnesses(benchmark_version=bv), "page", "models")
+    versions, versions_pager = _rows_window(
+        request, selectors.versions_within_harness(benchmark_version=bv), "vpage",
+        "harness · model lines")
     ctx.update({
-        "same_model": same_model, "versions": versions,
+        "same_model": same_model, "versions": versions, "same_pager": same_pager,
+        "versions_pager": versions_pager, "search": same_pager.search,
         "families": selectors.harness_family_aggregates(benchmark_version=bv),
         "harness_chart": charts.comparison_dots(same_model, lambda e: e.agent.harness.display_name),
         "version_chart": charts.comparison_dots(versions, lambda e: e.agent.model.display_name),
@@ -232,6 +285,26 @@ def show_agent(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("this agent has no published result on this benchmark version")
     ctx.update({"entry": entry, "any_reconstructed": entry.reconstructed})
     return render(request, "leaderboard/agent.html", ctx)
+
+
+@require_GET
+def show_downloads(request: HttpRequest) -> HttpResponse:
+    """Every CSV, its columns and stable ids, and the outcome letters' legend."""
+    return render(request, "leaderboard/downloads.html", {
+        "tables": [(name, tables.COLUMNS_OF[name]) for name in tables.TABLES],
+        "letters": tables.OUTCOME_LETTERS,
+    })
+
+
+@require_GET
+def show_changelog(request: HttpRequest) -> HttpResponse:
+    """Benchmark versions (task sets) and the site's data changes: publishes, withdrawals."""
+    return render(request, "leaderboard/changelog.html", {
+        "versions": selectors.changelog_versions(),
+        "events": selectors.changelog_events(limit=settings.LEADERBOARD_CHANGELOG_EVENTS),
+        "event_limit": settings.LEADERBOARD_CHANGELOG_EVENTS,
+        "reconstructed": selectors.reconstructed_loads(),
+    })
 
 
 @require_GET

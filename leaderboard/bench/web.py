@@ -22,13 +22,17 @@ def free_port() -> int:
 
 
 class Gunicorn:
-    """``gunicorn -w 2`` with DEBUG off on a free port, stopped (SIGTERM, then SIGKILL) on exit."""
+    """``gunicorn -c config/gunicorn.py -w 2`` (the site's own settings: threaded workers) with
+    DEBUG off on a free port, stopped (SIGTERM, then SIGKILL) on exit. ``worker_class="sync"``
+    serves as gunicorn's default does (one request per worker), for comparisons."""
 
     def __init__(self, *, app: str, env: dict[str, str], cwd: Path, workers: int = 2,
-                 timeout_s: int = 120):
+                 timeout_s: int = 120, worker_class: str | None = None):
         self.port = free_port()
+        args = ["-k", worker_class] if worker_class else []
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", app, "-b", f"127.0.0.1:{self.port}",
+            [sys.executable, "-m", "gunicorn", "-c", str(Path(cwd) / "config" / "gunicorn.py"),
+             app, "-b", f"127.0.0.1:{self.port}", *args,
              "--workers", str(workers), "--timeout", str(timeout_s), "--backlog", "2048"],
             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._wait()

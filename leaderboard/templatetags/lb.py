@@ -73,17 +73,19 @@ def sort_url(context, key: str) -> str:
 
 
 @register.simple_tag(takes_context=True)
-def sort_th(context, key: str, label: str):
+def sort_th(context, key: str, label: str, col: str = ""):
     """A sortable column header: a link that sorts by key, and on the sorted column aria-sort
-    plus a visible arrow (screen readers get aria-sort, sighted readers the arrow)."""
+    plus a visible arrow (screen readers get aria-sort, sighted readers the arrow). ``col``
+    names a column the visitor can hide (class ``col-<col>``)."""
     current = context.get("sort", "rank")
     href = sort_url(context, key)
+    cls = format_html(' class="col-{}"', col) if col else ""
     if current != key:
-        return format_html('<th scope="col"><a href="{}">{}</a></th>', href, label)
+        return format_html('<th scope="col"{}><a href="{}">{}</a></th>', cls, href, label)
     descending = context.get("order") == "desc"
     return format_html(
-        '<th scope="col" aria-sort="{}"><a href="{}">{} <span class="arrow" aria-hidden="true">{}'
-        "</span></a></th>", "descending" if descending else "ascending", href, label,
+        '<th scope="col"{} aria-sort="{}"><a href="{}">{} <span class="arrow" aria-hidden="true">{}'
+        "</span></a></th>", cls, "descending" if descending else "ascending", href, label,
         "▼" if descending else "▲")
 
 

@@ -24,7 +24,8 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 CHART_PAGES = {"/", "/categories/", "/imaging-vs-text/", "/harness-effect/", "/cost/"}
 PUBLIC = [*sorted(CHART_PAGES), "/task-matrix/", "/tasks/",
           "/tasks/pathology-tumor-region/case_01/", "/agents/codex-gpt-5-5/", "/methods/",
-          "/contribute/", "/pricing/", "/accounts/login/", "/accounts/signup/",
+          "/contribute/", "/changelog/", "/downloads/", "/pricing/", "/accounts/login/",
+          "/accounts/signup/",
           "/?verified=1", "/cost/?verified=1", "/no-such-page/"]
 # Swagger UI (drf-spectacular-sidecar) is third-party markup: its own contrast and nested
 # buttons fail axe, so it is checked for overflow, errors and "no CDN", not for axe.
@@ -182,3 +183,27 @@ def _check_interactions(browser, base: str, sub, trials) -> None:
     page.locator('[data-testid="back"]').click()
     page.wait_for_url(f"**/submissions/{sub.pk}/#t*")
     page.close()
+
+    # Column toggles: a checkbox hides its column at once and keeps the choice in the URL; the
+    # same URL loaded afresh (or the form without JavaScript) renders the column hidden.
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(base + "/")
+    cost = page.locator("#leaderboard-table thead th.col-cost")
+    assert cost.is_visible()
+    page.get_by_text("Columns", exact=True).click()
+    page.get_by_label("Cost / attempt").uncheck()
+    assert not cost.is_visible() and "hide=cost" in page.url
+    page.goto(page.url)
+    assert not page.locator("#leaderboard-table thead th.col-cost").is_visible()
+    assert page.locator("#leaderboard-table thead th.col-time").is_visible()
+    assert not page.get_by_label("Cost / attempt").is_checked()
+    page.close()
+    nojs = browser.new_context(java_script_enabled=False).new_page()
+    nojs.goto(base + "/?sort=cost")
+    nojs.get_by_text("Columns", exact=True).click()
+    nojs.get_by_label("Mean time").uncheck()
+    nojs.get_by_role("button", name="Apply").last.click()
+    nojs.wait_for_url("**hide=time**")
+    assert "sort=cost" in nojs.url
+    assert not nojs.locator("#leaderboard-table thead th.col-time").is_visible()
+    nojs.close()

@@ -98,15 +98,38 @@ def test_unknown_benchmark_is_a_404(client, demo_bv):
 
 
 def test_api_leaderboard_returns_the_csv_fields(client, demo_bv):
-    data = client.get(f"/api/v1/leaderboard/{Q}").json()
+    page = client.get(f"/api/v1/leaderboard/{Q}").json()
+    data = page["results"]
     csv_rows, _ = _csv(client, f"/leaderboard.csv{Q}")
-    assert len(data) == 10
+    assert len(data) == page["count"] == 10 and page["next"] is None
     assert list(data[0])[: len(FIXED["leaderboard"])] == FIXED["leaderboard"]
     for api_row, csv_row in zip(data, csv_rows, strict=True):
         assert str(api_row["rank"]) == csv_row["rank"]
         assert api_row["agent"] == csv_row["agent"]
         assert api_row["success_rate"] == pytest.approx(float(csv_row["success_rate"]))
     assert 0 <= data[0]["success_rate"] <= 1
+
+
+def test_api_leaderboard_pages_sorts_and_searches_like_the_page(client, demo_bv):
+    everything = client.get(f"/api/v1/leaderboard/{Q}&limit=1000").json()["results"]
+    first = client.get(f"/api/v1/leaderboard/{Q}&limit=4").json()
+    assert (first["count"], first["offset"], first["limit"]) == (10, 0, 4)
+    assert first["previous"] is None and "offset=4" in first["next"] and "limit=4" in first["next"]
+    pages, url = [], f"/api/v1/leaderboard/{Q}&limit=4"
+    while url:
+        page = client.get(url).json()
+        pages += page["results"]
+        url = page["next"] and page["next"].removeprefix("http://testserver")
+    assert pages == everything  # next links walk every row once, filters kept
+    cheap = client.get(f"/api/v1/leaderboard/{Q}&sort=cost&order=asc&limit=3").json()["results"]
+    costs = sorted(r["cost_per_attempt_usd"] for r in everything
+                   if r["cost_per_attempt_usd"] is not None)
+    assert [r["cost_per_attempt_usd"] for r in cheap] == costs[:3]
+    codex = client.get(f"/api/v1/leaderboard/{Q}&q=codex").json()
+    assert codex["count"] == sum(r["harness"].startswith("codex") for r in everything) > 0
+    assert {r["agent_id"] for r in everything} == {
+        int(r["agent_id"]) for r in _csv(client, f"/leaderboard.csv{Q}")[0]}
+    assert client.get(f"/api/v1/leaderboard/{Q}&limit=0").status_code == 400
 
 
 def test_api_tables_and_pagination(client, demo_bv):
@@ -188,3 +211,32 @@ def test_a7_formula_prefixes_are_neutralised_in_every_csv_download(prefix, clien
         if "'" + hostile in cells:
             raw = b"".join(client.get(f"/{table}.csv?benchmark={bv.slug}").streaming_content)
             assert b'cmd|""/C calc""!A0' in raw, table
+
+
+def test_csvs_carry_stable_ids_and_the_letters_are_spelled_out(client, demo_bv):
+    trials, _ = _csv(client, f"/trials.csv{Q}")
+    assert len({r["trial_id"] for r in trials}) == len(trials) == 1620
+    assert all(r["agent_id"].isdigit() for r in trials)
+    matrix, header = _csv(client, f"/task-matrix.csv{Q}")
+    assert header[-4:] == ["outcome_names", "agent_id", "submission_id", "task_id"]
+    names = {"P": "passed", "F": "failed", "T": "timeout", "E": "agent_error",
+             "I": "infra_error"}
+    for r in matrix:
+        assert r["outcome_names"] == "|".join(names[c] for c in r["outcomes"])
+    lb, _ = _csv(client, f"/leaderboard.csv{Q}")
+    by_agent = {r["agent_id"]: r["submission_id"] for r in lb}
+    assert {(r["agent_id"], r["submission_id"]) for r in matrix} == set(by_agent.items())
+    page = client.get("/downloads/").content.decode()
+    for letter, name in names.items():
+        assert f"<code>{letter}</code></th><td>{name}</td>" in page
+    assert 'id="task-matrix"' in page and "outcome_names" in page
+
+
+def test_the_column_form_without_javascript_lands_on_hide_in_the_url(client, demo_bv):
+    response = client.get(f"/{Q}&sort=cost&cols=1&show_col=tie&show_col=harness&page=2")
+    assert response.status_code == 302
+    target = response["Location"]
+    assert "sort=cost" in target and "hide=model" in target and "hide=tie" not in target
+    body = client.get(target).content.decode()
+    assert 'class="data sortable hide-model hide-cost' in body
+    assert '<input type="checkbox" name="show_col" value="tie" data-col="tie" checked>' in body

@@ -117,7 +117,7 @@ def test_every_public_view_of_a_trial_shows_the_sites_outcome_and_adds_up(client
 
     # Leaderboard (CSV, API, page): successes are the per-trial site successes.
     lb_csv = {r["agent"]: r for r in _csv(client, "leaderboard")}["Mixed (M1)"]
-    lb_api = {r["agent"]: r for r in client.get(f"/api/v1/leaderboard/{Q}").json()}["Mixed (M1)"]
+    lb_api = {r["agent"]: r for r in client.get(f"/api/v1/leaderboard/{Q}").json()["results"]}["Mixed (M1)"]
     assert int(lb_csv["successes"]) == lb_api["successes"] == site_successes == sum(
         r["success"] == "true" for r in csv_rows)
     assert int(lb_csv["attempts"]) == lb_api["attempts"] == 15

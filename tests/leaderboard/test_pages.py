@@ -8,7 +8,8 @@ from django.core.management import call_command
 
 from leaderboard.models import LeaderboardEntry
 from leaderboard.services import leaderboard_recompute
-from submissions.models import Trial
+from submissions.models import SubmissionStatus, Trial
+from submissions.services import submission_publish, submission_withdraw
 from tests.factories import AgentFactory, published_submission
 
 PAGES = ["/", "/categories/", "/imaging-vs-text/", "/harness-effect/", "/cost/", "/cost/?x=time",
@@ -157,3 +158,46 @@ def test_registry_json_is_harbors_registry_format_for_public_versions(client, db
          " type(r.datasets[0].tasks[0].to_source_task_id()).__name__)", str(registry)],
         capture_output=True, text=True, check=True)
     assert proc.stdout.split() == ["healthagentbench-synthetic", "7", "GitTaskId"]
+
+
+def test_harness_effect_pages_by_model_with_search_in_the_url(client, demo_bv, settings):
+    settings.LEADERBOARD_GROUP_PAGE_SIZE = 1
+    full = client.get("/harness-effect/?show=all").content.decode()
+    models = re.findall(r'<tr><th scope="row">([^<]+)</th>', full.split('data-testid="same-model-table">')[1]
+                        .split("</table>")[0])
+    distinct = list(dict.fromkeys(models))
+    assert len(distinct) >= 2
+    first = client.get("/harness-effect/").content.decode()
+    table = first.split('data-testid="same-model-table">')[1].split("</table>")[0]
+    assert set(re.findall(r'<tr><th scope="row">([^<]+)</th>', table)) == {distinct[0]}
+    assert f"Models 1–1 of {len(distinct)}" in first and 'href="?page=2"' in first
+    assert "vpage=2" in first and "show=all" in first
+    second = client.get("/harness-effect/?page=2").content.decode()
+    table = second.split('data-testid="same-model-table">')[1].split("</table>")[0]
+    assert set(re.findall(r'<tr><th scope="row">([^<]+)</th>', table)) == {distinct[1]}
+    found = client.get("/harness-effect/?q=" + distinct[-1].split()[0]).content.decode()
+    assert "matching" in found and distinct[-1] in found
+    # The CSV still covers every agent.
+    assert b"".join(client.get("/leaderboard.csv?page=2").streaming_content).count(b"\n") == 11
+
+
+def test_changelog_lists_versions_and_each_publish_and_withdrawal(client, small_benchmark):
+    bv, tasks = small_benchmark
+    kept = published_submission(AgentFactory(display_name="Kept (K1)", slug="kept"), tasks,
+                                ["PPP"] * 5, status=SubmissionStatus.VERIFIED, published_at=None)
+    gone = published_submission(AgentFactory(display_name="Gone (G1)", slug="gone"), tasks,
+                                ["FFF"] * 5, status=SubmissionStatus.VERIFIED, published_at=None)
+    for sub in (kept, gone):
+        submission_publish(submission=sub, actor=None)
+    submission_withdraw(submission=gone, actor=None, reason="test")
+    body = client.get("/changelog/").content.decode()
+    versions = body.split('data-testid="changelog-versions"')[1].split("</table>")[0]
+    assert "small@1.0" in versions and ">5</td>" in versions  # its five tasks
+    events = body.split('data-testid="changelog-events"')[1].split("</table>")[0]
+    rows = re.findall(r'<th scope="row">(\w+)</th>\s*<td>([^<]+)</td>', events)
+    assert rows == [("withdrawn", "Gone (G1)"), ("published", "Gone (G1)"),
+                    ("published", "Kept (K1)")]
+    # A published submission links to its page; a withdrawn one does not.
+    assert f'href="/submissions/{kept.pk}/"' in events
+    assert f'href="/submissions/{gone.pk}/"' not in events
+    assert 'href="/changelog/"' in client.get("/methods/").content.decode()  # the footer

@@ -30,7 +30,7 @@ PAGES = {
     # SQLite: version, tasks, entries, cells. PostgreSQL: version, then one COPY statement.
     "/task-matrix.csv": {"sqlite": 1 + 3, "postgresql": 1},
     "/tasks.csv": 1 + 2,               # version, tasks, cell totals
-    "/api/v1/leaderboard/": 1 + 1,
+    "/api/v1/leaderboard/": 1 + 2,     # version, one page of entries, their count
     "/api/v1/categories/": 1 + 3,
     "/api/v1/groups/": 1 + 1,
     "/api/v1/harness-families/": 1 + 1,

@@ -134,7 +134,7 @@ def test_a2_list_and_filter_endpoints_return_only_permitted_rows(world, stranger
             text = response.content.decode()
             assert "Private Agent Zeta" not in text, path
         if path == "/api/v1/leaderboard/":
-            assert [r["agent"] for r in response.json()] == ["Public Agent"]
+            assert [r["agent"] for r in response.json()["results"]] == ["Public Agent"]
     for table in ("leaderboard", "trials", "task-matrix"):
         body = b"".join(anon.get(f"/{table}.csv?benchmark={bv}").streaming_content).decode()
         assert "Public Agent" in body and "Private Agent Zeta" not in body, table
@@ -172,7 +172,7 @@ def test_a12_score_oracle_probing(world, owner, stranger, settings):
     assert DailyQuota.objects.get(user=owner).used == 5
     # The public leaderboard shows each agent's aggregate, never a per-trial reward of an
     # unpublished run.
-    rows = Client().get(f"/api/v1/leaderboard/?benchmark={world['bv'].slug}").json()
+    rows = Client().get(f"/api/v1/leaderboard/?benchmark={world['bv'].slug}").json()["results"]
     assert [(r["agent"], r["successes"], r["attempts"]) for r in rows] == [("Public Agent", 1, 1)]
 
 
