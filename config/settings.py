@@ -209,6 +209,9 @@ LEADERBOARD_CACHE_TIMEOUT_S = env.int("LEADERBOARD_CACHE_TIMEOUT_S", default=24 
 # How long a remembered version state may answer requests without the database (a bump forgets
 # it at once in a shared cache; this bounds a per-process cache such as local memory).
 LEADERBOARD_STATE_TTL_S = env.float("LEADERBOARD_STATE_TTL_S", default=0.5)
+# A cold page asked for by many at once is rendered by one request; the others wait for its
+# bytes up to this long (then render it themselves).
+LEADERBOARD_RENDER_WAIT_S = env.float("LEADERBOARD_RENDER_WAIT_S", default=10.0)
 LEADERBOARD_PAGE_SIZE = env.int("LEADERBOARD_PAGE_SIZE", default=100)
 # Models (and harness x model lines) per page of /harness-effect/.
 LEADERBOARD_GROUP_PAGE_SIZE = env.int("LEADERBOARD_GROUP_PAGE_SIZE", default=25)

@@ -138,25 +138,52 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
         # possible: the remembered state's age counts from here).
         state_remember(slug, bv)
         hit = cache.get(key)
+        rendering = False
+        if hit is None and not signed_in:
+            hit, rendering = _render_turn(key)
         if hit is not None:
             response = _from_cache(hit, request, signed_in)
             if response is not None:
                 response.lb_cache_key = key  # the middleware keeps its final headers
                 return _validators(response, etag, modified)
-        response = view(request, *args, **kwargs)
-        # A streamed response is kept only when its view built the body whole (cache_content).
-        content = (getattr(response, "cache_content", None) if response.streaming
-                   else response.content)
-        if response.status_code == 200 and content is not None and not signed_in:
-            cache.set(key, {
-                "content": content, "streaming": response.streaming,
-                "content_type": response["Content-Type"],
-                "headers": {h: response[h] for h in _KEPT_HEADERS if h in response},
-            }, settings.LEADERBOARD_CACHE_TIMEOUT_S)
-            response.lb_cache_key = key
+        try:
+            response = view(request, *args, **kwargs)
+            # A streamed response is kept only when its view built the body whole
+            # (cache_content).
+            content = (getattr(response, "cache_content", None) if response.streaming
+                       else response.content)
+            if response.status_code == 200 and content is not None and not signed_in:
+                cache.set(key, {
+                    "content": content, "streaming": response.streaming,
+                    "content_type": response["Content-Type"],
+                    "headers": {h: response[h] for h in _KEPT_HEADERS if h in response},
+                }, settings.LEADERBOARD_CACHE_TIMEOUT_S)
+                response.lb_cache_key = key
+        finally:
+            if rendering:
+                cache.delete(key + ":render")
         return _validators(response, etag, modified)
 
     return wrapper
+
+
+def _render_turn(key: str) -> tuple[dict | None, bool]:
+    """A miss: render it, or wait for the request already rendering it (a cold page hit by a
+    crowd is rendered once, not once per request). Returns (the entry another request stored,
+    False), or (None, True) when this request holds the key's render lock, or (None, False)
+    when the wait ran out (render without the lock)."""
+    wait = settings.LEADERBOARD_RENDER_WAIT_S
+    if cache.add(key + ":render", 1, wait):
+        return None, True
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(0.02)  # a thread sleeping here releases the GIL to the one rendering
+        hit = cache.get(key)
+        if hit is not None:
+            return hit, False
+        if cache.add(key + ":render", 1, wait):  # the renderer failed: take over
+            return None, True
+    return None, False
 
 
 def _from_cache(hit: dict, request: HttpRequest, signed_in: bool) -> HttpResponse | None:

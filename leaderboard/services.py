@@ -131,7 +131,7 @@ def _insert_entries(benchmark_version: BenchmarkVersion, computed: list[dict]) -
     if connection.vendor == "postgresql":
         # Tens of thousands of cells: each COPY line formatted at once (outcome codes are
         # letters; the flags' JSON is serialised once per distinct value).
-        json_text: dict[str, str] = {}
+        json_text: dict = {}
         stamp = now.isoformat()
         _copy_lines(TaskCell, cell_columns, [
             f"{e.pk}\t{cell['benchmark_task_id']}\t{cell['outcomes']}\t{cell['successes']}\t"
@@ -153,7 +153,7 @@ def _insert_rows(model, columns: list[str], rows: list[tuple]) -> None:
     if connection.vendor == "postgresql":
         # COPY's text format written by us in blocks: psycopg's write_row (and a json.dumps per
         # cell) was most of the rebuild's time at 1,000 agents.
-        json_text: dict[str, str] = {}
+        json_text: dict = {}
         _copy_lines(model, columns, ["\t".join(_copy_text(v, json_text) for v in row) + "\n"
                                      for row in rows])
         return
@@ -172,7 +172,7 @@ def _copy_lines(model, columns: list[str], lines: list[str]) -> None:
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
-def _copy_text(value, json_text: dict[str, str]) -> str:
+def _copy_text(value, json_text: dict) -> str:
     """One value in COPY's text format (NULL is \\N); JSON serialised once per distinct value
     (most cells' flags are the same few empty lists)."""
     if value is None:
@@ -183,6 +183,11 @@ def _copy_text(value, json_text: dict[str, str]) -> str:
         return str(value)
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, list) and not any(value):
+        key = len(value)  # a cell without flags: one empty list per attempt
+        if key not in json_text:
+            json_text[key] = "[" + ", ".join(["[]"] * key) + "]"
+        return json_text[key]
     if isinstance(value, list | dict):
         key = repr(value)
         if key not in json_text:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_safe
 
 from leaderboard import charts, csv_copy, selectors, simulation, tables
@@ -143,7 +143,7 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
         for k in ("cols", "show_col", "page"):
             q.pop(k, None)
         q.setlist("hide", [k for k in TOGGLE_COLUMNS if k not in shown])
-        return redirect("?" + q.urlencode())
+        return HttpResponseRedirect(request.path + "?" + q.urlencode())
     columns, keep = _columns(request)
     ctx.update({
         "entries": entries, "pager": _pager(request, window, len(entries), total),

@@ -3,12 +3,18 @@ requests get 304; large tables are windowed with the window in the URL."""
 
 import gzip
 import re
+import threading
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import connection
+from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 
+from leaderboard import selectors
+from leaderboard.caching import cache_key
 from leaderboard.models import AggregateVersion
 from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus
@@ -172,3 +178,27 @@ def test_the_task_matrix_pages_by_agents(client, seven_agents):
     # one letter per third attempt, each linking to its trial (2 agents x 5 tasks)
     assert len(re.findall(r'#t\d+-3"[^>]*>[PFTEI]</a>', body)) == 2 * 5
     assert "Agents 3–4 of 7" in body
+
+
+def test_a_cold_page_another_request_is_rendering_is_waited_for_not_rendered(client, ranked):
+    """The stampede guard: while one request holds a page's render lock, another waits for
+    the bytes it stores instead of rendering the page again."""
+    bv, _ = ranked
+    url = f"/?benchmark={bv.slug}"
+    rendered = client.get(url)
+    cache.clear()
+    key = cache_key(selectors.benchmark_version_get(slug=bv.slug),
+                    RequestFactory().get("/", {"benchmark": bv.slug}))
+    cache.add(key + ":render", 1, 30)
+    entry = {"content": b"<p>rendered by the other request</p>", "streaming": False,
+             "content_type": "text/html; charset=utf-8", "headers": {}}
+    timer = threading.Timer(0.3, lambda: cache.set(key, entry, 60))
+    timer.start()
+    started = time.monotonic()
+    with CaptureQueriesContext(connection) as ctx:
+        waited = client.get(url)
+    timer.join()
+    assert waited.status_code == 200 and waited.content == entry["content"]
+    assert 0.25 < time.monotonic() - started < 5
+    assert not any("leaderboard_leaderboardentry" in q["sql"] for q in ctx.captured_queries)
+    assert rendered.content != waited.content

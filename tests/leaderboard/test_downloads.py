@@ -234,7 +234,10 @@ def test_csvs_carry_stable_ids_and_the_letters_are_spelled_out(client, demo_bv):
 
 def test_the_column_form_without_javascript_lands_on_hide_in_the_url(client, demo_bv):
     response = client.get(f"/{Q}&sort=cost&cols=1&show_col=tie&show_col=harness&page=2")
-    assert response.status_code == 302
+    assert response.status_code == 302 and response["Location"].startswith("/?")
+    assert client.get("/?cols=1&show_col=cost")["Location"] == (
+        "/?hide=tie&hide=harness&hide=model&hide=time&hide=tokens&hide=coverage&hide=status"
+        "&hide=date")
     target = response["Location"]
     assert "sort=cost" in target and "hide=model" in target and "hide=tie" not in target
     body = client.get(target).content.decode()

@@ -30,6 +30,9 @@ READERS = int(os.environ.get("HAB_LOAD_READERS", "200"))
 UPLOADS = int(os.environ.get("HAB_LOAD_UPLOADS", "10"))
 UPLOAD_MB = int(os.environ.get("HAB_LOAD_UPLOAD_MB", "4"))
 REQUESTS_PER_READER = int(os.environ.get("HAB_LOAD_REQUESTS", "1"))
+# Readers start this long after the uploads (0: all at once), to measure reads while uploads
+# are being received rather than before them.
+READER_DELAY_S = float(os.environ.get("HAB_LOAD_READER_DELAY_S", "0"))
 READ_PATHS = ["/?benchmark=healthagentbench@1.0",
               "/api/v1/leaderboard/?benchmark=healthagentbench@1.0",
               "/leaderboard.csv?benchmark=healthagentbench@1.0"]
@@ -149,6 +152,7 @@ def test_r14_readers_and_uploads_at_once_answer_without_a_5xx(served, tmp_path, 
 
     def reader(i: int):
         start.wait()
+        time.sleep(READER_DELAY_S)
         for k in range(REQUESTS_PER_READER):
             path = READ_PATHS[(i + k) % len(READ_PATHS)]
             status, elapsed = _request(port, "GET", path)
