@@ -208,7 +208,9 @@ LEADERBOARD_CACHE_TIMEOUT_S = env.int("LEADERBOARD_CACHE_TIMEOUT_S", default=24 
 # (54 cells of 3 attempts per agent).
 # How long a remembered version state may answer requests without the database (a bump forgets
 # it at once in a shared cache; this bounds a per-process cache such as local memory).
-LEADERBOARD_STATE_TTL_S = env.float("LEADERBOARD_STATE_TTL_S", default=0.5)
+# Unset: 0.5 s with local memory (per process), an hour with a shared cache (a bump reaches it).
+LEADERBOARD_STATE_TTL_S = (env.float("LEADERBOARD_STATE_TTL_S")
+                           if os.environ.get("LEADERBOARD_STATE_TTL_S") else None)
 # A cold page asked for by many at once is rendered by one request; the others wait for its
 # bytes up to this long (then render it themselves).
 LEADERBOARD_RENDER_WAIT_S = env.float("LEADERBOARD_RENDER_WAIT_S", default=10.0)

@@ -11,11 +11,12 @@ Last-Modified, and conditional requests get 304 without touching the cache.
 
 Warm anonymous requests do not reach the view, nor the database: ``leaderboard.middleware``
 answers them from the cache before the session, CSRF and auth middleware run, using the
-version state (pk, number, last modified) remembered in the cache under ``STATE_KEY``. Every
-bump forgets that state, at once and again when its transaction commits, so the next request
-reads the new number from the database; a remembered state is trusted for at most
-``LEADERBOARD_STATE_TTL_S`` (it bounds how long a per-process cache, such as ``make run``'s
-local memory, can serve a page from before a publish made in another process).
+version state (pk, number, last modified) remembered in the cache under ``STATE_KEY`` and a
+generation number. Every bump starts a new generation, at once and again when its transaction
+commits, so the next request reads the new number from the database (a reader that read the
+old number meanwhile remembers it under a generation nobody reads). A remembered state is
+trusted for ``LEADERBOARD_STATE_TTL_S``: by default an hour with a shared cache, 0.5 s with
+local memory, where a bump in another process cannot reach this one's copy.
 """
 
 from __future__ import annotations
@@ -51,30 +52,63 @@ def version_state(bv: BenchmarkVersion) -> tuple[int, datetime]:
 
 
 STATE_KEY = "lb:states"
+GENERATION_KEY = "lb:states-generation"
 
 
-def state_remember(slug: str, bv: BenchmarkVersion) -> None:
-    """Remember which version (and aggregate version) ``?benchmark=<slug>`` names."""
+def state_generation() -> int:
+    """The current generation of remembered states (every bump starts a new one). Read it
+    before reading a version from the database, and remember under it."""
+    found = cache.get(GENERATION_KEY)
+    if found is None:
+        # Started from the clock: an evicted counter never restarts at a used generation.
+        cache.add(GENERATION_KEY, int(time.time() * 1000), None)
+        found = cache.get(GENERATION_KEY) or 0
+    return found
+
+
+def state_remember(slug: str, bv: BenchmarkVersion, generation: int) -> None:
+    """Remember which version (and aggregate version) ``?benchmark=<slug>`` names, under the
+    generation read before ``bv`` was: a bump in between makes it unreachable."""
     number, modified = version_state(bv)
-    states = cache.get(STATE_KEY) or {}
+    key = f"{STATE_KEY}:{generation}"
+    states = cache.get(key) or {}
     states[slug] = (bv.pk, number, modified.timestamp(), time.time())
-    cache.set(STATE_KEY, states, settings.LEADERBOARD_CACHE_TIMEOUT_S)
+    cache.set(key, states, settings.LEADERBOARD_CACHE_TIMEOUT_S)
+
+
+def _state_ttl() -> float:
+    ttl = settings.LEADERBOARD_STATE_TTL_S
+    if ttl is not None:
+        return ttl
+    # A bump in another process reaches a shared cache (Redis, files) at once, never another
+    # process's local memory: there only a short trust bounds how stale a page can be.
+    return 0.5 if "LocMemCache" in settings.CACHES["default"]["BACKEND"] else 3600.0
 
 
 def state_lookup(slug: str) -> tuple[int, int, float] | None:
-    """(version pk, aggregate number, last modified timestamp) remembered for ``slug``, or
-    None: unknown, forgotten by a bump, or older than LEADERBOARD_STATE_TTL_S."""
-    found = (cache.get(STATE_KEY) or {}).get(slug)
-    if found is None or time.time() - found[3] > settings.LEADERBOARD_STATE_TTL_S:
+    """(version pk, aggregate number, last modified timestamp) remembered for ``slug`` in the
+    current generation, or None: unknown, or older than the trust (``_state_ttl``)."""
+    generation = cache.get(GENERATION_KEY)
+    if generation is None:
+        return None
+    found = (cache.get(f"{STATE_KEY}:{generation}") or {}).get(slug)
+    if found is None or time.time() - found[3] > _state_ttl():
         return None
     return found[:3]
 
 
+def _new_generation() -> None:
+    try:
+        cache.incr(GENERATION_KEY)
+    except ValueError:  # never set (or evicted)
+        cache.set(GENERATION_KEY, int(time.time() * 1000), None)
+
+
 def state_forget() -> None:
-    """Called by every bump: forget the remembered states now and again at commit (a reader
-    between the two may have remembered the number from before the commit)."""
-    cache.delete(STATE_KEY)
-    transaction.on_commit(lambda: cache.delete(STATE_KEY))
+    """Called by every bump: a new generation now and again at commit (a reader between the
+    two read the number from before the commit; what it remembers is unreachable)."""
+    _new_generation()
+    transaction.on_commit(_new_generation)
 
 
 def key_for(pk: int, number: int, modified_ts: float, path: str, query: list) -> str:
@@ -118,6 +152,7 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         slug = request.GET.get("benchmark", "")
+        generation = state_generation()
         try:
             bv = selectors.benchmark_version_get(slug=slug)
         except selectors.UnknownBenchmark:
@@ -136,7 +171,7 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
             return conditional
         # Remembered for the middleware's next hits (after the version was read, as late as
         # possible: the remembered state's age counts from here).
-        state_remember(slug, bv)
+        state_remember(slug, bv, generation)
         hit = cache.get(key)
         rendering = False
         if hit is None and not signed_in:

@@ -193,7 +193,7 @@ def test_changelog_lists_versions_and_each_publish_and_withdrawal(client, small_
     body = client.get("/changelog/").content.decode()
     versions = body.split('data-testid="changelog-versions"')[1].split("</table>")[0]
     assert "small@1.0" in versions and ">5</td>" in versions  # its five tasks
-    events = body.split('data-testid="changelog-events"')[1].split("</table>")[0]
+    events = body.split('data-testid="changelog-changes"')[1].split("</table>")[0]
     rows = re.findall(r'<th scope="row">(\w+)</th>\s*<td>([^<]+)</td>', events)
     assert rows == [("withdrawn", "Gone (G1)"), ("published", "Gone (G1)"),
                     ("published", "Kept (K1)")]

@@ -26,7 +26,7 @@ def _csv(client, name):
 
 def _numbers(client, agent="Hacker (M1)"):
     lb = {r["agent"]: r for r in _csv(client, "leaderboard")}[agent]
-    api = {r["agent"]: r for r in client.get(f"/api/v1/leaderboard/{Q}").json()}[agent]
+    api = {r["agent"]: r for r in client.get(f"/api/v1/leaderboard/{Q}").json()["results"]}[agent]
     cats = {r["category"]: int(r["successes"]) for r in _csv(client, "categories")
             if r["agent"] == agent}
     matrix = {r["task"]: r for r in _csv(client, "task-matrix") if r["agent"] == agent}
