@@ -22,7 +22,13 @@ from leaderboard.models import (
     LeaderboardEntry,
     TaskCell,
 )
-from submissions.models import Submission, SubmissionEvent, SubmissionStatus, Trial
+from submissions.models import (
+    ScoreRevision,
+    Submission,
+    SubmissionEvent,
+    SubmissionStatus,
+    Trial,
+)
 
 
 class UnknownBenchmark(Exception):
@@ -273,6 +279,14 @@ def entry_get(*, benchmark_version: BenchmarkVersion, agent_slug: str) -> Leader
         .first()
     )
     return entry
+
+
+def score_history(*, benchmark_version: BenchmarkVersion, agent_id: int) -> list[ScoreRevision]:
+    """The agent's published submissions' score revisions on this version (re-scores after a
+    grader update that changed a number, R11), newest first. One query."""
+    return list(ScoreRevision.objects.filter(
+        submission__agent_id=agent_id, submission__benchmark_version=benchmark_version)
+        .order_by("-created_at", "-pk"))
 
 
 def task_get(*, benchmark_version: BenchmarkVersion, name: str) -> BenchmarkTask | None:

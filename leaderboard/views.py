@@ -283,7 +283,9 @@ def show_agent(request: HttpRequest, slug: str) -> HttpResponse:
     entry = selectors.entry_get(benchmark_version=bv, agent_slug=slug)
     if entry is None:
         raise Http404("this agent has no published result on this benchmark version")
-    ctx.update({"entry": entry, "any_reconstructed": entry.reconstructed})
+    ctx.update({"entry": entry, "any_reconstructed": entry.reconstructed,
+                "history": selectors.score_history(benchmark_version=bv,
+                                                   agent_id=entry.agent_id)})
     return render(request, "leaderboard/agent.html", ctx)
 
 

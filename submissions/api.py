@@ -41,6 +41,7 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         "badge": coverage_badge(submission.coverage, reconstructed=submission.is_reconstructed),
         "created_at": submission.created_at.isoformat(),
         "verification": _verification(submission),
+        "score_history": score_history_payload(submission),
     }
     if include_private:
         payload.update({
@@ -52,6 +53,19 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
                         "at": e.created_at.isoformat()} for e in submission.event_list],
         })
     return payload
+
+
+def score_history_payload(submission) -> list[dict]:
+    """Earlier scores replaced by re-scores after grader updates (R11), newest first."""
+    revisions = getattr(submission, "score_history", None)
+    if revisions is None:
+        revisions = submission.score_revisions.order_by("-created_at", "-pk")
+    return [{"rescored_at": r.created_at.isoformat(), "job": r.job_id,
+             "before": {"successes": r.successes_before, "attempts": r.attempts_before,
+                        "graders": r.graders_before},
+             "after": {"successes": r.successes_after, "attempts": r.attempts_after,
+                       "graders": r.graders_after},
+             "changed_trials": r.changes} for r in revisions]
 
 
 def _verification(submission) -> dict:

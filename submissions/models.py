@@ -339,6 +339,8 @@ class Trial(BaseModel):
     cost_computed = models.BooleanField(default=False)  # from tokens x the dated price table
     # --- verification (re-grade / replay); null until checked ---
     verified_reward = models.FloatField(null=True, blank=True)
+    # The grader that produced verified_reward ("<category>@<version>", R11).
+    grader_version = models.CharField(max_length=64, blank=True)
     flags = models.JSONField(default=list, blank=True)
     # --- the reward-hacking screen (submissions.trials.trial_screen_record) ---
     screen_hits = models.JSONField(default=list, blank=True)  # rule ids the last screen tripped
@@ -403,6 +405,13 @@ class JobStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"  # the submission left the verification path
 
 
+class JobPurpose(models.TextChoices):
+    VERIFY = "verify", "Verification"  # the checks of a new (or re-verified) submission
+    # Re-grade a published submission's stored outputs with the current graders; its trials and
+    # the leaderboard switch in one transaction when the job finishes (R11).
+    RESCORE = "rescore", "Re-score"
+
+
 ACTIVE_JOB_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
 FINAL_JOB_STATUSES = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
 
@@ -412,6 +421,8 @@ class VerificationJob(BaseModel):
         Submission, on_delete=models.CASCADE, related_name="verification_jobs"
     )
     status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.PENDING)
+    purpose = models.CharField(max_length=10, choices=JobPurpose.choices,
+                               default=JobPurpose.VERIFY)
     attempt = models.PositiveSmallIntegerField(default=0)  # claims so far (the attempt cap)
     claimed_by = models.CharField(max_length=200, blank=True)  # "<hostname>:<pid>"
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -491,7 +502,10 @@ class TrialCheck(BaseModel):
     flags = models.JSONField(default=list, blank=True)
     reason = models.TextField(blank=True)
     detail = models.JSONField(default=dict, blank=True)
+    # "<category>@<version>" of the grader that produced verified_reward (reported by the
+    # verifier container), and a digest of the task's tests/ and the base image it ran in.
     grader_version = models.CharField(max_length=64, blank=True)
+    grader_digest = models.CharField(max_length=64, blank=True)
     # The LLM judge that gave this verdict (X-ray): model and prompt version (blank otherwise).
     judge_model = models.CharField(max_length=200, blank=True)
     judge_prompt_version = models.CharField(max_length=60, blank=True)
@@ -522,3 +536,42 @@ class TrialCheck(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.trial_id or self.benchmark_task_id}: {self.status}"
+
+
+class ScoreRevision(BaseModel):
+    """A published submission's score before and after a re-score that changed a number (R11).
+
+    Written once per re-score job (unique), in the transaction that switches the trials and the
+    leaderboard; the agent page, the submission page and the API list them as the history.
+    Counts are over counted trials (infrastructure errors excluded), as on the leaderboard.
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE,
+                                   related_name="score_revisions")
+    job = models.OneToOneField(VerificationJob, on_delete=models.CASCADE,
+                               related_name="score_revision")
+    successes_before = models.PositiveIntegerField()
+    attempts_before = models.PositiveIntegerField()
+    successes_after = models.PositiveIntegerField()
+    attempts_after = models.PositiveIntegerField()
+    graders_before = models.JSONField(default=list)  # grader versions of the replaced scores
+    graders_after = models.JSONField(default=list)
+    # [{"trial", "task", "attempt", "reward_before", "reward_after", "outcome_before",
+    #   "outcome_after", "grader_before", "grader_after"}] for the trials whose score changed.
+    changes = models.JSONField(default=list)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["submission", "-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return (f"{self.submission_id}: {self.successes_before}/{self.attempts_before} -> "
+                f"{self.successes_after}/{self.attempts_after}")
+
+    @property
+    def rate_before(self) -> float | None:
+        return self.successes_before / self.attempts_before if self.attempts_before else None
+
+    @property
+    def rate_after(self) -> float | None:
+        return self.successes_after / self.attempts_after if self.attempts_after else None

@@ -8,6 +8,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from evaluation import screen as screen_rules
 from submissions.models import (
     CheckKind,
+    ScoreRevision,
     Submission,
     SubmissionEvent,
     SubmissionStatus,
@@ -30,7 +31,7 @@ def submissions_visible_to(*, user) -> QuerySet[Submission]:
 
 
 def submission_get_for_user(*, user, pk: int) -> Submission | None:
-    """One visible submission with what its status page shows. Four queries."""
+    """One visible submission with what its status page shows. Five queries."""
     return (
         submissions_visible_to(user=user)
         .filter(pk=pk)
@@ -40,6 +41,8 @@ def submission_get_for_user(*, user, pk: int) -> Submission | None:
             Prefetch("events", queryset=SubmissionEvent.objects.select_related("actor")
                      .order_by("created_at", "pk"), to_attr="event_list"),
             "problems",
+            Prefetch("score_revisions", queryset=ScoreRevision.objects.order_by(
+                "-created_at", "-pk"), to_attr="score_history"),
         )
         .first()
     )

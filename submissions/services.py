@@ -16,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from evaluation import judging
+from submissions.rescore import rescore_candidates, submission_rescore
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
     ApiToken,
@@ -43,9 +44,9 @@ from submissions.trials import (
 from submissions.verification import screen_trial, verification_enqueue
 
 # Re-exported: callers import the domain errors, the state machine and the trial writes here.
-__all__ = ["InvalidTransition", "SubmissionError", "submission_coverage_record",
-           "submission_transition", "trial_check_record", "trial_infra_confirm",
-           "trial_screen_record"]
+__all__ = ["InvalidTransition", "SubmissionError", "rescore_candidates",
+           "submission_coverage_record", "submission_rescore", "submission_transition",
+           "trial_check_record", "trial_infra_confirm", "trial_screen_record"]
 
 
 class QuotaExceeded(SubmissionError):

@@ -24,8 +24,9 @@ from submissions.models import (
 from submissions.states import SubmissionError
 
 
-def trial_check_record(*, trial_id: int, flag: str, on: bool, level: str | None = None,
-                       clear: tuple[str, ...] = (), **fields) -> None:
+def trial_check_record(*, trial_id: int, flag: str | None, on: bool = False,
+                       level: str | None = None, clear: tuple[str, ...] = (),
+                       **fields) -> None:
     """Set or clear one integrity flag of a trial and store the site's check values with it.
 
     A re-grade (``verified_reward``) also sets the site's outcome (``site_outcome``), so the
@@ -35,8 +36,9 @@ def trial_check_record(*, trial_id: int, flag: str, on: bool, level: str | None 
     """
     with transaction.atomic():
         trial = Trial.objects.select_for_update().only(*_OUTCOME_FIELDS).get(pk=trial_id)
+        # flag=None leaves the flags as they are (a re-score, R11).
         flags = ([f for f in (trial.flags or []) if f != flag and f not in clear]
-                 + ([flag] if on else []))
+                 + ([flag] if on and flag is not None else []))
         if "verified_reward" in fields or "infra_confirmed" in fields:
             fields.update(_outcome(trial, **fields))
         # The trial keeps its strongest check (a re-grade at least, replayed via ``level``).

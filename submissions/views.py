@@ -182,6 +182,10 @@ def moderate_submission(request: HttpRequest, pk: int, action: str) -> HttpRespo
         elif action == "reverify":
             services.submission_reverify(submission=submission, actor=request.user,
                                          reason=reason)
+        elif action == "rescore":
+            services.submission_rescore(submission=submission, actor=request.user,
+                                        reason=reason)
+            messages.info(request, "re-score queued: the leaderboard switches when it is done")
         elif action == "withdraw":
             services.submission_withdraw(submission=submission, actor=request.user,
                                          reason=reason)

@@ -4,6 +4,7 @@ result type, errors and JSON loader are evaluation/grading.py; the X-ray LLM jud
 
     GRADERS[slug](answer_path, submission_path, **options) -> GradeResult
     grade(category, answer, submission, judge=None) -> GradeResult
+    VERSIONS[slug] -> int; version_label(slug) -> "<slug>@<version>"
 
 Raises GradingInputError (malformed/oversized input; the message names the file and the
 problem) or JudgeUnavailable (infrastructure error of the X-ray LLM judge; never a failure).
@@ -20,10 +21,18 @@ from .judge import ChatJudge
 # One grader per registered category (evaluation/categories/<category>/grader.py).
 GRADERS = {slug: category.grader().grade for slug, category in _REGISTRY.items()}
 CATEGORIES = tuple(GRADERS)
+# Each grader's version (its grader.py's VERSION): bumped with any change that can change a
+# grade; every score the site records carries the version that produced it.
+VERSIONS = {slug: category.grader().VERSION for slug, category in _REGISTRY.items()}
 # Categories whose answer and submission are directories rather than JSON files.
 DIRECTORY_CATEGORIES = frozenset(slug for slug, c in _REGISTRY.items() if c.output_is_directory)
 # Categories graded by an LLM judge (the command line builds a ChatJudge for them).
 JUDGE_CATEGORIES = frozenset(slug for slug, c in _REGISTRY.items() if c.needs_judge)
+
+
+def version_label(category):
+    """The version a score records: "<category>@<VERSION>"."""
+    return f"{category}@{VERSIONS[category]}"
 
 
 def grade(category, answer, submission, judge=None):
@@ -46,6 +55,8 @@ __all__ = [
     "GradingInputError",
     "JUDGE_CATEGORIES",
     "JudgeUnavailable",
+    "VERSIONS",
     "grade",
     "load_json",
+    "version_label",
 ]

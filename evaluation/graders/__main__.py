@@ -9,7 +9,9 @@ Exit codes:
   0  graded (passed or not)
   2  GradingInputError: malformed/oversized/unknown-id input; the message is on stderr
   3  JudgeUnavailable: the LLM judge timed out, failed or replied garbage; infrastructure error
-With --reward-file, also writes Harbor's flat numeric reward JSON:
+With --reward-file, also writes grader.json beside it: {"category", "version", "grader"}, the
+version of the grader that ran (the site records it with the score), and Harbor's flat numeric
+reward JSON:
   graded       {"reward": 1 or 0, "<metric>": number, ...}
   input error  {"reward": 0, "input_error": 1}
   judge error  nothing is written, so Harbor records a verifier error (to retry), not a 0.
@@ -23,7 +25,16 @@ import math
 import os
 import sys
 
-from . import CATEGORIES, JUDGE_CATEGORIES, ChatJudge, GradingInputError, JudgeUnavailable, grade
+from . import (
+    CATEGORIES,
+    JUDGE_CATEGORIES,
+    VERSIONS,
+    ChatJudge,
+    GradingInputError,
+    JudgeUnavailable,
+    grade,
+    version_label,
+)
 
 
 def reward_payload(passed, metrics):
@@ -79,8 +90,17 @@ def build_parser():
     return parser
 
 
+def write_provenance(reward_file, category):
+    """grader.json beside the reward file: which grader version graded (read by the site)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(reward_file)), "grader.json")
+    write_json_atomically(path, {"category": category, "version": VERSIONS[category],
+                                 "grader": version_label(category)})
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.reward_file:
+        write_provenance(args.reward_file, args.category)
     try:
         judge = None
         if args.category in JUDGE_CATEGORIES and args.judge_url:

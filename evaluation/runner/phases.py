@@ -79,6 +79,9 @@ class VerifierRun:
     error: str | None = None
     judge_log: list | None = None  # the judge gateway's requests (hits, new replies)
     judge: dict | None = None  # the site's record of them (evaluation/judging.py)
+    # What the grader reported in /logs/verifier/grader.json ({"category", "version",
+    # "grader"}); empty when the image's grader predates versions (R11).
+    grader: dict = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -165,6 +168,19 @@ def run_agent(
     return AgentRun(result, out_dir, collected, missing, error, written)
 
 
+def _grader_report(raw: bytes | None) -> dict:
+    """The grader's version report, if it is a small well-formed one (else empty)."""
+    if not raw or len(raw) > 4096:
+        return {}
+    try:
+        report = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(report, dict) or not isinstance(report.get("grader"), str):
+        return {}
+    return {k: report[k] for k in ("category", "version", "grader") if k in report}
+
+
 def run_verifier(
     task_dir: Path,
     *,
@@ -248,4 +264,8 @@ def run_verifier(
                         error = f"no reward file written ({result.reason})"
             else:
                 error = result.reason
-    return VerifierRun(result, reward, rewards, error, judge_log if judge is not None else None)
+            grader = {}
+            if not result.container_died and not result.timed_out:
+                grader = _grader_report(run.read_file("/logs/verifier/grader.json"))
+    return VerifierRun(result, reward, rewards, error, judge_log if judge is not None else None,
+                       grader=grader)

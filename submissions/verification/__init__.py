@@ -1,7 +1,8 @@
 """Verification of a submission: re-grade every trial, replay a sample, re-run a sample.
 
 Modules: `jobs` (enqueue, publish, run, reaper), `lease` (claim, heartbeat, release),
-`checks` (the three checks), `verdict` (verdict, statistics, status-page progress).
+`checks` (the three checks), `verdict` (verdict, statistics, status-page progress), `rescore`
+(the switch that ends a re-score job of a published submission, R11).
 
 Pipeline (house style sections 5-6):
 
@@ -40,6 +41,7 @@ from submissions.verification.checks import (
     FLAG_REPLAY,
     MAX_TRAJECTORY_BYTES,
     VERIFICATION_FLAGS,
+    grader_digest,
     grader_version,
     load_trajectory,
     materialize_outputs,
@@ -66,7 +68,8 @@ from submissions.verification.verdict import (
 
 __all__ = [
     "FLAG_NOT_REPLAYABLE", "FLAG_REGRADE", "FLAG_REPLAY", "MAX_TRAJECTORY_BYTES", "REAPER_LOCK",
-    "VERIFICATION_FLAGS", "VERIFY_TASK", "LeaseLost", "fisher_exact_two_sided", "grader_version",
+    "VERIFICATION_FLAGS", "VERIFY_TASK", "LeaseLost", "fisher_exact_two_sided", "grader_digest",
+    "grader_version",
     "job_config", "load_trajectory", "materialize_outputs", "outputs_digest",
     "reap_stuck_submissions", "rerun_statistics", "run_prefix", "screen_trial", "task_dir_of",
     "verification_enqueue", "verification_progress", "verification_publish", "verification_run",

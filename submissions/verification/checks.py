@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from evaluation import agents, judging, runner
+from evaluation import agents, graders, judging, runner
 from evaluation import screen as screen_rules
 from evaluation.replay import plan_from_trajectory
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
@@ -31,6 +31,7 @@ from submissions.models import (
     FLAG_AWAITING_JUDGE,
     CheckKind,
     CheckStatus,
+    JobPurpose,
     Outcome,
     Submission,
     Trial,
@@ -63,12 +64,22 @@ def task_dir_of(benchmark_task) -> Path:
     return path
 
 
-def grader_version(task_dir: Path) -> str:
+def grader_digest(task_dir: Path) -> str:
     """Digest of what decides a grade: the task's tests/ and the base image (graders)."""
     h = hashlib.sha256()
     h.update(runner.tree_digest(Path(task_dir) / "tests").encode())
     h.update(runner.ensure_base_image().encode())
     return h.hexdigest()[:16]
+
+
+def grader_version(task_dir: Path, verifier_run=None) -> str:
+    """The grader version a score records ("<category>@<version>", R11): what the verifier
+    container reported (grader.json), else the repository's version of the task's category."""
+    reported = (getattr(verifier_run, "grader", None) or {}).get("grader")
+    if reported:
+        return str(reported)[:64]
+    category = (runner.load_task_toml(task_dir).get("metadata") or {}).get("category", "")
+    return graders.version_label(category) if category in graders.VERSIONS else ""
 
 
 def _storage_copy(name: str, dest: Path, budget: list[int]) -> int:
@@ -199,6 +210,7 @@ class _Result:
     reason: str = ""
     detail: dict | None = None
     grader_version: str = ""
+    grader_digest: str = ""
     duration_s: float | None = None
     judge: dict | None = None  # the LLM judge's record (judging.judge_record), X-ray only
 
@@ -208,6 +220,9 @@ class _Checks:
         self.job = job
         self.heartbeat = heartbeat
         self.config = {**job_config(), **(job.config or {})}
+        # A re-score (R11) records its re-grades only; the trials and the leaderboard switch
+        # when the whole job is done (submissions.verification.rescore.rescore_apply).
+        self.rescore = job.purpose == JobPurpose.RESCORE
         self.sub = Submission.objects.select_related("agent__harness").get(pk=job.submission_id)
         self.trials = list(
             Trial.objects.filter(submission=self.sub)
@@ -251,6 +266,7 @@ class _Checks:
             "reason": res.reason[:5000],
             "detail": res.detail or {},
             "grader_version": res.grader_version,
+            "grader_digest": res.grader_digest,
             "judge_model": (res.judge or {}).get("model", ""),
             "judge_prompt_version": (res.judge or {}).get("prompt_version", ""),
             "job_attempt": self.job.attempt,
@@ -288,9 +304,11 @@ class _Checks:
             done = self._done(CheckKind.REPLAY)
             self._parallel(self.replay, [t for t in self.replay_sample() if t.pk not in done])
         # The reward-hacking screen is not optional: every counted pass is screened, after the
-        # replay (whose container activity it reads).
-        done = self._done(CheckKind.SCREEN)
-        self._parallel(self.screen, [t for t in self.trials if t.pk not in done])
+        # replay (whose container activity it reads). A re-score (R11) changes grades only: its
+        # trajectories were screened when verified (`manage.py screen_trials` for new rules).
+        if not self.rescore:
+            done = self._done(CheckKind.SCREEN)
+            self._parallel(self.screen, [t for t in self.trials if t.pk not in done])
         if CheckKind.RERUN in checks:
             done = self._done(CheckKind.RERUN)
             todo = [(task, k) for task, k in self.rerun_sample() if (task.pk, k) not in done]
@@ -350,6 +368,8 @@ class _Checks:
             try:
                 v = self.grade_outputs(trial, task_dir, out, f"t{trial.pk}-rg")
             except judging.JudgeNotConfigured as exc:
+                if self.rescore:  # never half a re-score: retried, old scores kept meanwhile
+                    raise runner.InfrastructureError(f"re-score needs the judge: {exc}") from exc
                 self._awaiting_judge(CheckKind.REGRADE, trial, exc)
                 self._progress()
                 return
@@ -363,19 +383,29 @@ class _Checks:
             reason = f"verifier gave no reward ({v.error}); counted as 0. " + reason
         if got["missing"]:
             reason += f" (submitted output missing: {', '.join(got['missing'])})"
+        version = grader_version(task_dir, v)
+        flags = [] if match else [FLAG_REGRADE]
+        if self.rescore:
+            # Judged against the site's previous score, not the claim (made under the old
+            # grader): a re-score never flags the submitter.
+            before, flags = trial.verified_reward, []
+            reason = (f"re-score with {version}: {verified:g} (was "
+                      f"{'not re-graded' if before is None else f'{before:g}'} with "
+                      f"{trial.grader_version or 'an unversioned grader'})")
         with transaction.atomic():  # check row + trial score: both or neither (R7)
             self._record(CheckKind.REGRADE, trial=trial, res=_Result(
                 CheckStatus.MATCH if match else CheckStatus.MISMATCH,
                 verified_reward=verified, claimed_reward=claimed,
-                flags=[] if match else [FLAG_REGRADE], reason=reason.strip(),
+                flags=flags, reason=reason.strip(),
                 detail={"rewards": v.rewards, "outputs": got, "verifier": v.result.reason,
-                        **({"judge": v.judge} if v.judge else {})},
-                grader_version=grader_version(task_dir), duration_s=time.time() - t0,
-                judge=v.judge))
-            _set_trial_flag(trial.pk, FLAG_REGRADE, not match, verified_reward=verified,
-                            clear=(FLAG_AWAITING_JUDGE,),
-                            judge_model=(v.judge or {}).get("model", ""),
-                            judge_prompt_version=(v.judge or {}).get("prompt_version", ""))
+                        "grader": v.grader, **({"judge": v.judge} if v.judge else {})},
+                grader_version=version, grader_digest=grader_digest(task_dir),
+                duration_s=time.time() - t0, judge=v.judge))
+            if not self.rescore:
+                _set_trial_flag(trial.pk, FLAG_REGRADE, not match, verified_reward=verified,
+                                grader_version=version, clear=(FLAG_AWAITING_JUDGE,),
+                                judge_model=(v.judge or {}).get("model", ""),
+                                judge_prompt_version=(v.judge or {}).get("prompt_version", ""))
         self._progress()
 
     # -- replay
@@ -453,7 +483,8 @@ class _Checks:
                         "activity": {"written": run.written,
                                      "log": run.result.text[-REPLAY_LOG_KEPT:]},
                         **({"judge": v.judge} if v.judge else {})},
-                grader_version=grader_version(task_dir), duration_s=time.time() - t0,
+                grader_version=grader_version(task_dir, v), grader_digest=grader_digest(task_dir),
+                duration_s=time.time() - t0,
                 judge=v.judge))
             _set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced,
                             level=VerificationLevel.REPLAYED if reproduced else None)
@@ -537,7 +568,8 @@ class _Checks:
             verified_reward=reward, claimed_reward=claimed, reproduced=reward >= 1.0,
             reason=run.result.reason, detail={"agent": agent.name, "kind": agent.kind,
                                               "log_tail": run.result.text[-2000:]},
-            grader_version=grader_version(task_dir), duration_s=time.time() - t0, judge=v.judge))
+            grader_version=grader_version(task_dir, v), grader_digest=grader_digest(task_dir),
+            duration_s=time.time() - t0, judge=v.judge))
 
     def rerun_harbor(self, agent, group) -> None:
         """Re-run one task len(ks) times with the real Harbor CLI; grade each trial's outputs
@@ -580,8 +612,8 @@ class _Checks:
                         "agent_s": trial.agent_seconds,
                         "harbor_job_s": hb.seconds, "harbor_trials": len(hb.trials),
                         "grade_s": grade_s, "log_tail": hb.log_tail[-2000:]},
-                    grader_version=grader_version(task_dir),
-                    duration_s=per_trial_s + grade_s, judge=v.judge))
+                    grader_version=grader_version(task_dir, v),
+                    grader_digest=grader_digest(task_dir), duration_s=per_trial_s + grade_s, judge=v.judge))
         if len(graded) < len(ks):  # the rest are retried with the job (done ones are kept)
             why = "; ".join(f"{t.exception_type}: {t.exception_message[:300]}" for t in infra)
             raise runner.InfrastructureError(

@@ -20,6 +20,7 @@ from config.celery import app as celery_app
 from evaluation import health, runner
 from submissions.models import (
     ACTIVE_JOB_STATUSES,
+    JobPurpose,
     JobStatus,
     Submission,
     SubmissionStatus,
@@ -37,6 +38,7 @@ from submissions.verification.lease import (
     worker_identity,
 )
 from submissions.trials import submission_coverage_record
+from submissions.verification.rescore import rescore_apply, rescore_ready
 from submissions.verification.verdict import rerun_passed_tasks, verification_summary
 
 log = logging.getLogger(__name__)
@@ -109,6 +111,16 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
     heartbeat = _Heartbeat(job, worker)
     heartbeat.start()
     try:
+        if job.purpose == JobPurpose.RESCORE:  # R11: re-grade, then switch in one transaction
+            if not rescore_ready(job):
+                VerificationJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING,
+                                               claimed_by=worker).update(
+                    status=JobStatus.CANCELLED, finished_at=timezone.now(),
+                    last_error="the submission is no longer published")
+                return "cancelled"
+            _Checks(job, heartbeat).run()
+            rescore_apply(job, worker)
+            return "done"
         if not _submission_verifying(job):
             VerificationJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING,
                                            claimed_by=worker).update(

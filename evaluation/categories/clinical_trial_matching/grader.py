@@ -17,6 +17,10 @@ Decisions:
 
 from evaluation.grading import GradeResult, GradingInputError, expect_list, expect_object, expect_str, load_json, ratio
 
+# Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
+# maintainers then re-score published submissions: `manage.py rescore --category`).
+VERSION = 1
+
 K = 50
 MAX_RANKED = 100_000
 

@@ -18,6 +18,10 @@ Decisions:
 
 from evaluation.grading import GradeResult, GradingInputError, expect_object, expect_str, load_json, short
 
+# Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
+# maintainers then re-score published submissions: `manage.py rescore --category`).
+VERSION = 1
+
 VALUES = ("yes", "no")
 MAX_FINDINGS = 10_000
 

@@ -31,6 +31,10 @@ from evaluation.grading import (
     short,
 )
 
+# Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
+# maintainers then re-score published submissions: `manage.py rescore --category`).
+VERSION = 1
+
 
 
 def _row_key(entry, *, label, where):

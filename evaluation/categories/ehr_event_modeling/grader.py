@@ -33,6 +33,10 @@ from evaluation.grading import (
     short,
 )
 
+# Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
+# maintainers then re-score published submissions: `manage.py rescore --category`).
+VERSION = 1
+
 BASELINE_SLACK = Fraction(1, 10**12)
 MAX_PATIENTS = 5_000_000
 

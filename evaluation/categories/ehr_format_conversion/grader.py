@@ -38,6 +38,10 @@ from datetime import datetime, timezone
 
 from evaluation.grading import GradeResult, GradingInputError, decode_utf8, parse_json_text, read_capped_bytes
 
+# Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
+# maintainers then re-score published submissions: `manage.py rescore --category`).
+VERSION = 1
+
 MAX_FILES = 256
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024

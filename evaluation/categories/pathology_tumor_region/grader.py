@@ -29,6 +29,10 @@ from evaluation.grading import (
     ratio,
 )
 
+# Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
+# maintainers then re-score published submissions: `manage.py rescore --category`).
+VERSION = 1
+
 F1_THRESHOLD = Fraction(9, 10)
 MAX_GRID_TILES = 10_000_000
 

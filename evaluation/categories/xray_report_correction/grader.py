@@ -27,6 +27,10 @@ from evaluation.grading import (
 )
 from . import PASS_VOTES, VOTES
 
+# Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
+# maintainers then re-score published submissions: `manage.py rescore --category`).
+VERSION = 1
+
 MAX_FINDINGS_CHARS = 20_000
 
 
