@@ -21,9 +21,10 @@ from .judge import ChatJudge
 # One grader per registered category (evaluation/categories/<category>/grader.py).
 GRADERS = {slug: category.grader().grade for slug, category in _REGISTRY.items()}
 CATEGORIES = tuple(GRADERS)
-# Each grader's version (its grader.py's VERSION): bumped with any change that can change a
-# grade; every score the site records carries the version that produced it.
-VERSIONS = {slug: category.grader().VERSION for slug, category in _REGISTRY.items()}
+# Each grader's version (its grader.py's VERSION, 1 until it declares one): bumped with any
+# change that can change a grade; every score the site records carries the version that
+# produced it (tests/evaluation/test_grader_versions.py wants its digest committed).
+VERSIONS = {slug: getattr(category.grader(), "VERSION", 1) for slug, category in _REGISTRY.items()}
 # Categories whose answer and submission are directories rather than JSON files.
 DIRECTORY_CATEGORIES = frozenset(slug for slug, c in _REGISTRY.items() if c.output_is_directory)
 # Categories graded by an LLM judge (the command line builds a ChatJudge for them).
