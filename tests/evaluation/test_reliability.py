@@ -131,7 +131,9 @@ def test_r2_duplicate_delivery_is_a_noop(oracle):
     assert verification_run(job_id=job.pk) == "final"
     sub.refresh_from_db()
     assert sub.status == "checked"
-    assert list(TrialCheck.objects.filter(job=job).values_list("executions", flat=True)) == [1]
+    # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
+    assert list(TrialCheck.objects.filter(job=job).order_by("kind")
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
     assert verification_run(job_id=10**9) == "missing"
 
 
@@ -230,7 +232,9 @@ def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
     assert verification.verification_run(job_id=job.pk) == "done"  # the retry
     sub.refresh_from_db()
     assert sub.status == "checked"
-    assert list(TrialCheck.objects.filter(job=job).values_list("executions", flat=True)) == [1]
+    # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
+    assert list(TrialCheck.objects.filter(job=job).order_by("kind")
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
 
 
 # -- R9: stuck-job watchdog ----------------------------------------------------------------------
@@ -289,7 +293,9 @@ def test_r5_broker_down_at_submit_loses_nothing(oracle, on_worker):
     assert verification_publish(job_id=job.pk)  # and a duplicate message (R2 on a real worker)
     sub = _final(sub, on_worker)
     assert sub.status == "checked"
-    assert list(TrialCheck.objects.filter(job=job).values_list("executions", flat=True)) == [1]
+    # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
+    assert list(TrialCheck.objects.filter(job=job).order_by("kind")
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
 
 
 # -- R6: broker restart without persistence ------------------------------------------------------
@@ -344,8 +350,10 @@ def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
     assert sub.status == "checked", (j.summary, on_worker.tail())
     assert j.attempt == 2  # redelivered and re-run exactly once more
     checks = TrialCheck.objects.filter(job=job)
-    assert checks.count() == 6 == sub.trials.count()
-    assert set(checks.values_list("executions", flat=True)) == {1}  # each trial graded once
+    # Each trial re-graded once and each (oracle) pass screened once (issue 14), no duplicate.
+    assert checks.filter(kind="regrade").count() == 6 == sub.trials.count()
+    assert checks.filter(kind="screen").count() == 6
+    assert set(checks.values_list("executions", flat=True)) == {1}
     assert orphans & set(j.reaped), (orphans, j.reaped)  # the orphan container was reaped
     assert vs.labelled_containers(prefix) == []
 
@@ -365,7 +373,8 @@ def test_r10_sigterm_drains_the_running_job(oracle, media_root, settings):
     assert w.stop(signal.SIGTERM, timeout=120) == 0  # warm shutdown: waits for the job
     sub.refresh_from_db()
     assert sub.status == "checked"
-    assert TrialCheck.objects.filter(job=job).count() == 3
+    checks = TrialCheck.objects.filter(job=job)
+    assert checks.filter(kind="regrade").count() == 3 == checks.filter(kind="screen").count()
 
 
 # -- no engine: jobs wait, and say why -----------------------------------------------------------

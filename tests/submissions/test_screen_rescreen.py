@@ -54,7 +54,7 @@ def test_a_rule_added_to_the_file_flags_a_published_trial(settings, tmp_path, dj
         return json.loads(out.getvalue())[str(sub.pk)]
 
     def successes():
-        rows = client.get(f"/api/v1/leaderboard/?benchmark={bv.slug}").json()
+        rows = client.get(f"/api/v1/leaderboard/?benchmark={bv.slug}").json()["results"]
         return next(r["successes"] for r in rows if r["agent"] == sub.agent.display_name)
 
     assert run() == {"screened": 2, "flagged": 0, "changed": 0}
