@@ -325,6 +325,11 @@ VERIFICATION_REPLAY_MAX = env.int("VERIFICATION_REPLAY_MAX", default=200)
 # Re-run sample: this many tasks, each run this many times, with the submission's agent.
 VERIFICATION_RERUN_TASKS = env.int("VERIFICATION_RERUN_TASKS", default=3)
 VERIFICATION_RERUN_ATTEMPTS = env.int("VERIFICATION_RERUN_ATTEMPTS", default=1)
+# Claimed infrastructure errors the site re-attempts itself per verification (in a fresh
+# container: Harbor re-run, site agent, replay or the bare environment, then the verifier); only
+# a re-attempt that hits an infrastructure failure too confirms one. The rest stay unconfirmed
+# (failures) and their check row says so: the cap bounds a job's work whatever is claimed.
+VERIFICATION_INFRA_REATTEMPT_MAX = env.int("VERIFICATION_INFRA_REATTEMPT_MAX", default=10)
 # Two-sided Fisher exact test level for "re-run success differs from the claim".
 VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
 # Command agents the site can run, by harness slug (JSON): {"codex": {"install": "...",

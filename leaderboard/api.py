@@ -218,6 +218,18 @@ class TrialListApi(APIView):
             help_text="the LLM judge model of the site's re-grade (X-ray; empty otherwise)")
         judge_prompt_version = serializers.CharField(
             help_text="the judge prompt's version id (X-ray; empty otherwise)")
+        trial_id = serializers.IntegerField()
+        agent_id = serializers.IntegerField()
+        grader_version = serializers.CharField(
+            help_text="<category>@<version> of the grader the site's score was graded with "
+                      "(empty: not re-graded)")
+        infra_confirmed = serializers.BooleanField(
+            help_text="a claimed infrastructure error the site counts as one (left out of the "
+                      "denominator); false for every other trial")
+        infra_confirmed_by = serializers.CharField(
+            help_text="site (its own re-attempt hit an infrastructure failure) | maintainer "
+                      "| empty")
+        infra_confirm_reason = serializers.CharField(help_text="why (public)")
 
     @extend_schema_serializer(component_name="TrialPage")
     class PageSerializer(serializers.Serializer):

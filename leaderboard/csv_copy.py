@@ -95,7 +95,9 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
         _float("t.verified_reward"),
         "CASE WHEN s.is_reconstructed THEN 'reconstructed' ELSE t.verification_level END",
         _text(_flags_text("t.flags")), "t.submission_id", _text("t.judge_model"),
-        _text("t.judge_prompt_version"), "t.id", "s.agent_id",
+        _text("t.judge_prompt_version"), "t.id", "s.agent_id", _text("t.grader_version"),
+        _bool("t.infra_confirmed"), _text("t.infra_confirmed_by"),
+        _text("t.infra_confirm_reason"),
     ])
     n = _tables()
     sql = (

@@ -340,6 +340,7 @@ def trial_rows(
             "submission__is_verified", "claimed_outcome", "claimed_success", "reward",
             "verified_reward", "flags", "submission_id", "verification_level",
             "judge_model", "judge_prompt_version", "pk", "submission__agent_id",
+            "grader_version", "infra_confirmed", "infra_confirmed_by", "infra_confirm_reason",
         )
         .iterator(chunk_size=2000)
     )

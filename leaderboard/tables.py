@@ -137,7 +137,8 @@ TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success", "
                  "duration_s", "output_tokens", "provenance", "claimed_outcome",
                  "claimed_success", "claimed_reward", "verified_reward", "verification_level",
                  "flags", "submission", "judge_model", "judge_prompt_version", "trial_id",
-                 "agent_id")
+                 "agent_id", "grader_version", "infra_confirmed", "infra_confirmed_by",
+                 "infra_confirm_reason")
 
 
 def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -145,10 +146,12 @@ def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table
         (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
          provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
          verified_reward, "reconstructed" if reconstructed else level, flags_text(flags),
-         submission, judge_model, judge_prompt_version, trial_id, agent_id)
+         submission, judge_model, judge_prompt_version, trial_id, agent_id, grader_version,
+         infra_confirmed, infra_by, infra_reason)
         for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens,
         reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
-        flags, submission, level, judge_model, judge_prompt_version, trial_id, agent_id
+        flags, submission, level, judge_model, judge_prompt_version, trial_id, agent_id,
+        grader_version, infra_confirmed, infra_by, infra_reason
         in selectors.trial_rows(benchmark_version=bv, filters=filters)
     )
     return Table("trials", TRIAL_COLUMNS, rows)

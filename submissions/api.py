@@ -42,6 +42,7 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         "created_at": submission.created_at.isoformat(),
         "verification": _verification(submission),
         "score_history": score_history_payload(submission),
+        "infra_errors": infra_errors_payload(submission),
     }
     if include_private:
         payload.update({
@@ -66,6 +67,27 @@ def score_history_payload(submission) -> list[dict]:
              "after": {"successes": r.successes_after, "attempts": r.attempts_after,
                        "graders": r.graders_after},
              "changed_trials": r.changes} for r in revisions]
+
+
+def infra_errors_payload(submission) -> dict:
+    """The trials the submission reports as infrastructure errors: claimed and confirmed
+    counts, and per trial whether it is confirmed, by whom (site | maintainer) and why, and the
+    site's latest re-attempt."""
+    claims = selectors.infra_claims(submission=submission)
+    return {
+        "claimed": len(claims),
+        "confirmed": sum(c["trial"].infra_confirmed for c in claims),
+        "trials": [{
+            "trial_id": c["trial"].pk, "task": c["trial"].benchmark_task.name,
+            "attempt": c["trial"].attempt, "outcome": c["trial"].outcome,
+            "infra_confirmed": c["trial"].infra_confirmed,
+            "infra_confirmed_by": c["trial"].infra_confirmed_by,
+            "infra_confirm_reason": c["trial"].infra_confirm_reason,
+            "site_reattempt": None if c["check"] is None else {
+                "status": c["check"].status, "reason": c["check"].reason,
+                "duration_s": c["check"].duration_s}}
+            for c in claims],
+    }
 
 
 def _verification(submission) -> dict:

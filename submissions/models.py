@@ -59,6 +59,13 @@ def _graded_outcome(claimed: str, verified_reward: float | None, infra_confirmed
     return Outcome.PASSED if verified_reward >= 1.0 else Outcome.FAILED
 
 
+class InfraConfirmation(models.TextChoices):
+    """Who confirmed a claimed infrastructure error (Trial.infra_confirmed_by)."""
+
+    SITE = "site", "the site's re-attempt"
+    MAINTAINER = "maintainer", "a maintainer"
+
+
 class VerificationLevel(models.TextChoices):
     """How far the site checked one trial (methods page, "Verification levels"); each level
     includes the re-grade. A trial has its strongest: replayed > re-run > re-graded > claimed."""
@@ -324,6 +331,14 @@ class Trial(BaseModel):
     # The site itself hit an infrastructure failure on this trial (only then does a claimed
     # infrastructure error leave the denominator; site_outcome).
     infra_confirmed = models.BooleanField(default=False)
+    # Who confirmed it and why: the site's own re-attempt (its infrastructure failure) or a
+    # maintainer (a written reason, in the audit log too); blank while not confirmed.
+    infra_confirmed_by = models.CharField(max_length=20, choices=InfraConfirmation.choices,
+                                          blank=True)
+    infra_confirm_reason = models.TextField(blank=True)
+    infra_confirmed_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                             null=True, blank=True, related_name="+")
+    infra_confirmed_at = models.DateTimeField(null=True, blank=True)
     verification_level = models.CharField(max_length=20, choices=VerificationLevel.choices,
                                           default=VerificationLevel.CLAIMED)
     soft_metrics = models.JSONField(default=dict, blank=True)
@@ -368,6 +383,12 @@ class Trial(BaseModel):
             ),
             models.CheckConstraint(condition=Q(claimed_outcome__in=Outcome.values),
                                    name="trial_claimed_outcome_valid"),
+            # A confirmed infrastructure error says who confirmed it; an unconfirmed one no one.
+            models.CheckConstraint(
+                condition=Q(infra_confirmed=True, infra_confirmed_by__in=InfraConfirmation.values)
+                | Q(infra_confirmed=False, infra_confirmed_by=""),
+                name="trial_infra_confirmed_by_iff_confirmed",
+            ),
             models.CheckConstraint(
                 condition=Q(claimed_success=True, claimed_outcome=Outcome.PASSED)
                 | (Q(claimed_success=False) & ~Q(claimed_outcome=Outcome.PASSED)),
@@ -466,6 +487,10 @@ class CheckKind(models.TextChoices):
     REPLAY = "replay", "Replay"
     RERUN = "rerun", "Re-run"
     SCREEN = "screen", "Reward-hacking screen"
+    # The site re-attempts a trial the submission reports as an infrastructure error: match =
+    # the site hit an infrastructure failure too (confirmed), mismatch = its attempt completed
+    # normally (not confirmed), skipped = over VERIFICATION_INFRA_REATTEMPT_MAX (not attempted).
+    INFRA = "infra", "Infrastructure re-attempt"
 
 
 class CheckStatus(models.TextChoices):

@@ -8,6 +8,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from evaluation import screen as screen_rules
 from submissions.models import (
     CheckKind,
+    Outcome,
     ScoreRevision,
     Submission,
     SubmissionEvent,
@@ -137,3 +138,18 @@ def screen_findings(*, submission: Submission, trial: Trial | None = None) -> li
             "rules_version": (check.detail or {}).get("rules_version", "") if check else "",
         })
     return out
+
+
+def infra_claims(*, submission: Submission) -> list[dict]:
+    """The trials this submission reports as infrastructure errors: whether the site counts
+    them (confirmed: left out of the denominator; else a failure), who confirmed and why, and
+    the latest infrastructure re-attempt of the site. Public wherever the trial is. Two
+    queries."""
+    trials = list(submission.trials.filter(claimed_outcome=Outcome.INFRA_ERROR).select_related(
+        "benchmark_task", "infra_confirmed_user").order_by(
+        "benchmark_task__position", "benchmark_task__name", "attempt"))
+    latest: dict[int, TrialCheck] = {}
+    for check in TrialCheck.objects.filter(trial__in=trials, kind=CheckKind.INFRA).order_by(
+            "created_at", "pk"):
+        latest[check.trial_id] = check
+    return [{"trial": t, "check": latest.get(t.pk)} for t in trials]

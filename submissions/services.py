@@ -22,6 +22,7 @@ from submissions.models import (
     ApiToken,
     DailyQuota,
     CheckKind,
+    InfraConfirmation,
     CheckStatus,
     Outcome,
     Submission,
@@ -38,6 +39,7 @@ from submissions.trials import (
     submission_coverage_record,
     trial_check_record,
     trial_infra_confirm,
+    trial_infra_unconfirm,
     trial_screen_clear,
     trial_screen_record,
 )
@@ -230,6 +232,67 @@ def screen_flag_clear(*, trial: Trial, actor, reason: str) -> Trial:
                                f"{', '.join(before)} cleared on trial {trial.pk} "
                                f"({trial.benchmark_task.name} attempt {trial.attempt}): "
                                f"{reason.strip()}")[:5000])
+        _published_changed(submission)
+    return trial
+
+
+def _coverage_refresh(submission: Submission) -> None:
+    """A maintainer changed which trials count: the stored coverage follows (its verdict, the
+    verification's, is kept)."""
+    if not submission.coverage:
+        return
+    verdict = submission.coverage.get("verdict")
+    coverage = submission_coverage_record(submission_id=submission.pk, rerun_passed_task_ids=set(),
+                                          discrepancy=verdict == SubmissionStatus.DISCREPANCY)
+    if coverage.get("verdict") != verdict:
+        Submission.objects.filter(pk=submission.pk).update(coverage={**coverage,
+                                                                     "verdict": verdict})
+
+
+def infra_error_confirm(*, trial: Trial, actor, reason: str) -> Trial:
+    """A maintainer confirms a trial the submission reports as an infrastructure error, with a
+    written reason (moderation, `manage.py confirm_infra`): the trial leaves the denominator.
+    The reason goes to the audit log and is shown with the trial; a published submission's
+    aggregates are rebuilt in the same transaction."""
+    if not (reason or "").strip():
+        raise SubmissionError("confirming an infrastructure error needs a written reason")
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(pk=trial.submission_id)
+        if Trial.objects.filter(pk=trial.pk, infra_confirmed=True).exists():
+            raise SubmissionError(f"trial {trial.pk}'s infrastructure error is already confirmed")
+        trial = trial_infra_confirm(trial_id=trial.pk, by=InfraConfirmation.MAINTAINER,
+                                    reason=reason, actor=actor)
+        SubmissionEvent.objects.create(
+            submission=submission, from_status=submission.status, to_status=submission.status,
+            actor=actor, note=(f"infrastructure error confirmed on trial {trial.pk} "
+                               f"({trial.benchmark_task.name} attempt {trial.attempt}): "
+                               f"{reason.strip()}")[:5000])
+        _coverage_refresh(submission)
+        _published_changed(submission)
+    return trial
+
+
+def infra_error_revoke(*, trial: Trial, actor, reason: str) -> Trial:
+    """A maintainer takes a confirmation back (the site's or a maintainer's), with a written
+    reason: the trial counts as a failure again. Audited; aggregates rebuilt in the same
+    transaction."""
+    if not (reason or "").strip():
+        raise SubmissionError("revoking a confirmation needs a written reason")
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(pk=trial.submission_id)
+        before = Trial.objects.get(pk=trial.pk)
+        if not before.infra_confirmed:
+            raise SubmissionError(f"trial {trial.pk} has no confirmed infrastructure error")
+        trial = trial_infra_unconfirm(
+            trial_id=trial.pk, reason=f"confirmation ({before.get_infra_confirmed_by_display()}: "
+                                      f"{before.infra_confirm_reason}) revoked by a maintainer: "
+                                      f"{reason.strip()}")
+        SubmissionEvent.objects.create(
+            submission=submission, from_status=submission.status, to_status=submission.status,
+            actor=actor, note=(f"infrastructure error confirmation revoked on trial {trial.pk} "
+                               f"({trial.benchmark_task.name} attempt {trial.attempt}): "
+                               f"{reason.strip()}")[:5000])
+        _coverage_refresh(submission)
         _published_changed(submission)
     return trial
 

@@ -14,6 +14,7 @@ from submissions.models import (
     FLAG_INFRA_UNCONFIRMED,
     FLAG_REWARD_HACK,
     LEVEL_ORDER,
+    InfraConfirmation,
     Outcome,
     Submission,
     SubmissionStatus,
@@ -105,15 +106,38 @@ def trial_screen_clear(*, trial_id: int, actor, reason: str) -> Trial:
     return trial
 
 
-def trial_infra_confirm(*, trial_id: int) -> None:
-    """The site hit an infrastructure failure on this trial itself: its claimed infrastructure
-    error is confirmed and leaves the denominator. Idempotent; only a claimed infrastructure
-    error can be confirmed (a claimed attempt of the agent cannot be turned into one)."""
-    if not Trial.objects.filter(pk=trial_id, claimed_outcome=Outcome.INFRA_ERROR).exists():
-        raise SubmissionError("only a trial the submission reports as an infrastructure error "
-                              "can be confirmed as one")
-    trial_check_record(trial_id=trial_id, flag=FLAG_INFRA_UNCONFIRMED, on=False,
-                       infra_confirmed=True)
+def trial_infra_confirm(*, trial_id: int, by: str = InfraConfirmation.SITE, reason: str = "",
+                        actor=None) -> Trial:
+    """Confirm a claimed infrastructure error: the trial leaves the denominator. ``by`` says who
+    (the site's re-attempt hit an infrastructure failure too, or a maintainer) and ``reason``
+    why; both are public. Only a claimed infrastructure error can be confirmed (a claimed
+    attempt of the agent cannot be turned into one). Locks the row; run it inside the
+    transaction that writes the check row or the audit entry (R7)."""
+    if by not in InfraConfirmation.values:
+        raise SubmissionError(f"unknown confirmer {by!r}")
+    if not (reason or "").strip():
+        raise SubmissionError("confirming an infrastructure error needs a reason")
+    with transaction.atomic():
+        if not Trial.objects.select_for_update().filter(
+                pk=trial_id, claimed_outcome=Outcome.INFRA_ERROR).exists():
+            raise SubmissionError("only a trial the submission reports as an infrastructure "
+                                  "error can be confirmed as one")
+        trial_check_record(trial_id=trial_id, flag=FLAG_INFRA_UNCONFIRMED, on=False,
+                           infra_confirmed=True, infra_confirmed_by=by,
+                           infra_confirm_reason=reason.strip()[:5000], infra_confirmed_user=actor,
+                           infra_confirmed_at=timezone.now())
+        return Trial.objects.get(pk=trial_id)
+
+
+def trial_infra_unconfirm(*, trial_id: int, reason: str = "") -> Trial:
+    """Take a confirmation back: the claimed infrastructure error counts as a failure again
+    (flag ``infra_unconfirmed``). ``reason`` is kept as the trial's public note."""
+    with transaction.atomic():
+        trial_check_record(trial_id=trial_id, flag=FLAG_INFRA_UNCONFIRMED, on=True,
+                           infra_confirmed=False, infra_confirmed_by="",
+                           infra_confirm_reason=(reason or "").strip()[:5000],
+                           infra_confirmed_user=None, infra_confirmed_at=None)
+        return Trial.objects.get(pk=trial_id)
 
 
 def submission_coverage_record(*, submission_id: int, rerun_passed_task_ids: set[int],

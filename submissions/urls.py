@@ -16,6 +16,8 @@ urlpatterns = [
     path("submissions/<int:pk>/", views.show_submission, name="submission-status"),
     path("submissions/<int:pk>/trials/<int:trial_pk>/clear-screen/", views.clear_screen_flag,
          name="screen-clear"),
+    path("submissions/<int:pk>/trials/<int:trial_pk>/infra/<slug:action>/",
+         views.confirm_infra_error, name="infra-confirm"),
     path("submissions/<int:pk>/<slug:action>/", views.moderate_submission,
          name="submission-moderate"),
     path("moderation/", views.list_moderation, name="moderation"),

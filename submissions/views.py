@@ -156,6 +156,7 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "reason_form": ReasonForm(), "statuses": SubmissionStatus,
         "verification": verification_progress(submission=submission),
         "screen": selectors.screen_findings(submission=submission),
+        "infra": selectors.infra_claims(submission=submission),
     })
 
 
@@ -235,6 +236,29 @@ def clear_screen_flag(request: HttpRequest, pk: int, trial_pk: int) -> HttpRespo
     else:
         messages.info(request, "Reward-hacking flag cleared; the trial counts by its grade again.")
     return redirect(f"{reverse('submission-status', kwargs={'pk': pk})}#screen")
+
+
+@staff_required
+@require_POST
+def confirm_infra_error(request: HttpRequest, pk: int, trial_pk: int, action: str) -> HttpResponse:
+    """A maintainer confirms a claimed infrastructure error (or revokes a confirmation) with a
+    written reason."""
+    trial = selectors.trial_get_for_user(user=request.user, submission_pk=pk, trial_pk=trial_pk)
+    if trial is None or action not in ("confirm", "revoke"):
+        raise Http404("no such trial")
+    reason = ReasonForm(request.POST).data.get("reason", "")
+    try:
+        if action == "confirm":
+            services.infra_error_confirm(trial=trial, actor=request.user, reason=reason)
+        else:
+            services.infra_error_revoke(trial=trial, actor=request.user, reason=reason)
+    except services.SubmissionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, "Infrastructure error confirmed: the trial leaves the denominator."
+                      if action == "confirm" else
+                      "Confirmation revoked: the trial counts as a failure again.")
+    return redirect(f"{reverse('submission-status', kwargs={'pk': pk})}#infra")
 
 
 @require_GET

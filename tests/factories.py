@@ -141,6 +141,8 @@ def published_submission(agent: Agent, tasks: list[BenchmarkTask], outcomes: lis
         Trial(submission=sub, benchmark_task=t, attempt=i + 1, outcome=site(c),
               success=site(c) == Outcome.PASSED, claimed_outcome=CODES[c],
               claimed_success=c == "P", infra_confirmed=c == "I" and infra_confirmed,
+              infra_confirmed_by="site" if c == "I" and infra_confirmed else "",
+              infra_confirm_reason="test fixture" if c == "I" and infra_confirmed else "",
               flags=["infra_unconfirmed"] if c == "I" and not infra_confirmed else [],
               reward=(1.0 if c == "P" else 0.0) if c != "I" else None, cost_usd=cost,
               duration_s=duration_s, output_tokens=output_tokens)

@@ -62,6 +62,7 @@ from evaluation.runner.engine import (
     InfrastructureError,
     OutputTooLargeError,
     RootUserRefused,
+    TaskEnvironmentError,
     UnsafeArchiveError,
     client,
     engine_status,
@@ -104,7 +105,13 @@ from evaluation.runner.limits import (
     task_user,
 )
 from evaluation.runner.gateway import JudgeGateway
-from evaluation.runner.phases import AgentRun, VerifierRun, run_agent, run_verifier
+from evaluation.runner.phases import (
+    AgentRun,
+    VerifierRun,
+    engine_control_run,
+    run_agent,
+    run_verifier,
+)
 from evaluation.runner.reaper import reap_job_prefix, reap_stale
 from evaluation.runner.results import (
     REASON_OOM,
@@ -122,7 +129,7 @@ from evaluation.runner.sandbox import (
 from evaluation.runner.transfer import safe_extract, tar_from_dir, tar_from_files
 
 __all__ = [
-    "GVISOR_RUNTIME", "RootUserRefused", "engine_runtimes", "runtime_probe", "sandbox_runtime",
+    "GVISOR_RUNTIME", "RootUserRefused", "TaskEnvironmentError", "engine_runtimes", "runtime_probe", "sandbox_runtime",
     "AGENT_UID", "APP_LABEL", "DEFAULT_LOG_CAP_BYTES", "DEFAULT_OUTPUT_CAP_BYTES",
     "DEFAULT_PIDS_LIMIT", "LABEL_APP", "LABEL_ATTEMPT", "LABEL_EXPIRES", "LABEL_JOB",
     "LABEL_PURPOSE", "LOGS_TMPFS_MB", "MAX_TMPFS_MB", "POLL_S", "REASON_OOM", "REASON_PIDS",
@@ -131,7 +138,7 @@ __all__ = [
     "ENDPOINT_KWARGS", "HarborJob", "HarborTrial", "harbor_problem", "harbor_run",
     "harbor_version", "site_kwargs",
     "JudgeGateway", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
-    "bare_docker_run", "build_task_image", "client", "declared_outputs", "discover_tasks",
+    "bare_docker_run", "build_task_image", "engine_control_run", "client", "declared_outputs", "discover_tasks",
     "engine_status", "ensure_base_image", "image_build", "image_exists", "image_size",
     "prune_task_images",
     "load_task_toml", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",

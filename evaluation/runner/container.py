@@ -18,6 +18,7 @@ from evaluation.runner.engine import (
     InfrastructureError,
     OutputTooLargeError,
     RootUserRefused,
+    TaskEnvironmentError,
     UnsafeArchiveError,
     _docker,
     _infra,
@@ -183,7 +184,13 @@ class ContainerRun:
                 **({"runtime": self.runtime} if self.runtime else {}),
                 **net_kwargs,
             )
-            self.container.start()
+            try:
+                self.container.start()
+            except docker.errors.APIError as exc:
+                # The engine is there and created the container, but it cannot start: the
+                # image (the task's environment) is at fault, not the engine.
+                raise TaskEnvironmentError(f"starting {self.name} from {self.image}: "
+                                           f"{exc.explanation or exc}") from exc
             self.started_at = time.time()
             if seed is not None:
                 # The image's files belong to the run's user, as `docker cp -a` would copy them.
@@ -191,6 +198,8 @@ class ContainerRun:
                 self._put_archive("/workspace", tar_reowned(seed, uid=uid, gid=gid))
         except Exception as exc:
             self._cleanup()
+            if isinstance(exc, TaskEnvironmentError):
+                raise
             if _is_infra(exc):
                 if isinstance(exc, docker.errors.ImageNotFound):
                     raise InfrastructureError(

@@ -269,3 +269,16 @@ def run_verifier(
                 grader = _grader_report(run.read_file("/logs/verifier/grader.json"))
     return VerifierRun(result, reward, rewards, error, judge_log if judge is not None else None,
                        grader=grader)
+
+
+def engine_control_run(*, job_id, attempt: int = 1) -> ExecResult:
+    """A control run: `true` in a fresh container of the base image. Tells a task environment
+    that fails apart from an engine that fails everything: InfrastructureError when the engine
+    cannot run even this (the caller retries; nothing is decided on a broken engine)."""
+    with ContainerRun(settings.TASK_BASE_IMAGE, purpose="control", job_id=job_id,
+                      attempt=attempt, limits=Limits(timeout_s=60.0, memory_mb=256),
+                      volumes={}) as run:
+        result = run.exec(["true"], timeout_s=60, workdir="/")
+    if result.exit_code != 0:
+        raise InfrastructureError(f"the engine's control run failed ({result.reason})")
+    return result

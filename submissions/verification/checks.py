@@ -30,6 +30,7 @@ from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
     CheckKind,
+    InfraConfirmation,
     CheckStatus,
     JobPurpose,
     Outcome,
@@ -40,7 +41,12 @@ from submissions.models import (
     VerificationLevel,
     site_outcome,
 )
-from submissions.trials import trial_check_record, trial_screen_record
+from submissions.trials import (
+    trial_check_record,
+    trial_infra_confirm,
+    trial_infra_unconfirm,
+    trial_screen_record,
+)
 from submissions.verification.lease import LeaseLost, _Heartbeat, run_prefix
 
 log = logging.getLogger(__name__)
@@ -184,6 +190,7 @@ def job_config() -> dict:
         "rerun_tasks": settings.VERIFICATION_RERUN_TASKS,
         "rerun_attempts": settings.VERIFICATION_RERUN_ATTEMPTS,
         "rerun_alpha": settings.VERIFICATION_RERUN_ALPHA,
+        "infra_reattempt_max": settings.VERIFICATION_INFRA_REATTEMPT_MAX,
     }
 
 
@@ -296,6 +303,18 @@ class _Checks:
     # -- run
     def run(self):
         checks = self.config["checks"]
+        # The site decides what an infrastructure error is: each claimed one is re-attempted
+        # (up to the cap) before the re-grade, which does not grade a confirmed one. Not
+        # optional; a re-score (R11) changes grades only.
+        if not self.rescore:
+            claimed = [t for t in self.trials if t.claimed_outcome == Outcome.INFRA_ERROR]
+            cap = max(0, int(self.config.get("infra_reattempt_max",
+                                             settings.VERIFICATION_INFRA_REATTEMPT_MAX)))
+            done = self._done(CheckKind.INFRA)
+            for trial in claimed[cap:]:
+                if trial.pk not in done:
+                    self.infra_not_attempted(trial, cap)
+            self._parallel(self.infra_reattempt, [t for t in claimed[:cap] if t.pk not in done])
         if CheckKind.REGRADE in checks:
             done = self._done(CheckKind.REGRADE)
             self._progress()
@@ -356,6 +375,15 @@ class _Checks:
 
     def regrade(self, trial: Trial):
         claimed = _claimed_reward(trial)
+        if (trial.claimed_outcome == Outcome.INFRA_ERROR and not self.rescore
+                and Trial.objects.filter(pk=trial.pk, infra_confirmed=True).exists()):
+            # Confirmed (by this job's re-attempt or a maintainer): not graded, not counted.
+            with transaction.atomic():
+                self._record(CheckKind.REGRADE, trial=trial, res=_Result(
+                    CheckStatus.SKIPPED, reason="infrastructure error confirmed: not graded, "
+                    "not counted (see the infrastructure re-attempt)"))
+            self._progress()
+            return
         # A claimed infrastructure error is graded too: the site decides what it counts as
         # (site_outcome); having claimed no grade, it is no mismatch.
         no_claim = trial.claimed_outcome == Outcome.INFRA_ERROR
@@ -407,6 +435,120 @@ class _Checks:
                                 judge_model=(v.judge or {}).get("model", ""),
                                 judge_prompt_version=(v.judge or {}).get("prompt_version", ""))
         self._progress()
+
+    # -- infrastructure re-attempt
+    def infra_not_attempted(self, trial: Trial, cap: int) -> None:
+        with transaction.atomic():
+            self._record(CheckKind.INFRA, trial=trial, res=_Result(
+                CheckStatus.SKIPPED, reason=(
+                    f"not re-attempted: the site re-attempts at most {cap} claimed "
+                    "infrastructure errors per submission (VERIFICATION_INFRA_REATTEMPT_MAX); "
+                    "unconfirmed, it counts as a failure"),
+                detail={"cap": cap}))
+
+    def _reattempt_agent(self, trial: Trial):
+        """(mode, agent, trajectory, why not re-run): the harness itself when the site can run it (Harbor or
+        a site agent), else a replay of the recorded commands, else the bare environment."""
+        agent, why = self.rerun_agent()
+        if agent is not None:
+            return ("harbor" if agent.kind == "harbor" else "rerun"), agent, None, ""
+        trajectory = load_trajectory(trial)
+        if trajectory is not None and plan_from_trajectory(trajectory).replayable:
+            return "replay", agents.SiteAgent(kind="replay", name="replay"), trajectory, why
+        return "environment", agents.SiteAgent(kind="nop", name="nop"), None, why
+
+    def infra_reattempt(self, trial: Trial) -> None:
+        """Re-attempt a claimed infrastructure error in fresh containers: the agent phase (by
+        _reattempt_agent), then the verifier on what it left. Only an infrastructure failure of
+        the site's own attempt confirms the claim: the environment fails to build or start, the
+        Harbor trial ends in an exception that is neither the agent's nor its timeout, or the
+        verifier crashes, times out or reports an infrastructure error; a control container
+        first proves the engine itself works (else the job is retried). An attempt that
+        completes, whatever its grade, leaves the claim unconfirmed: a failure."""
+        task_dir = task_dir_of(trial.benchmark_task)
+        mode, agent, trajectory, why_not_rerun = self._reattempt_agent(trial)
+        job_id = self._job_id(f"t{trial.pk}-if")
+        t0 = time.time()
+        failure, reward, note = "", None, ""
+        detail: dict = {"mode": mode, "agent": agent.name}
+        if why_not_rerun:
+            detail["not_rerun"] = why_not_rerun
+        with tempfile.TemporaryDirectory(prefix="hab-infra-") as tmp:
+            tmp = Path(tmp)
+            try:
+                artifacts = tmp / "out"
+                if mode == "harbor":
+                    hb = agents.run_harbor_agent(agent, task_dir, job_id=job_id,
+                                                 attempt=self.job.attempt, attempts=1,
+                                                 work_dir=tmp / "harbor")
+                    ht = hb.trials[0] if hb.trials else None
+                    detail.update(harbor_job_s=hb.seconds, log_tail=hb.log_tail[-2000:])
+                    if ht is None:
+                        failure = f"Harbor ended without a trial: {hb.log_tail[-500:]}"
+                    elif ht.exception_type and ht.exception_type not in (
+                            AGENT_EXCEPTIONS | TIMEOUT_EXCEPTIONS):
+                        failure = f"{ht.exception_type}: {ht.exception_message[:500]}"
+                    else:
+                        artifacts = ht.artifacts_dir
+                        if ht.exception_type:
+                            note = f"the agent's own end ({ht.exception_type})"
+                else:
+                    run = agents.run_site_agent(agent, task_dir, job_id=job_id,
+                                                attempt=self.job.attempt, out_dir=artifacts,
+                                                trajectory=trajectory)
+                    detail["agent_phase"] = run.result.reason or "exited normally"
+                    if run.result.container_died:
+                        failure = f"the task container died during the agent phase " \
+                                  f"({run.result.reason})"
+                if not failure:
+                    try:
+                        v = self.grade_outputs(None, task_dir, artifacts, f"t{trial.pk}-if")
+                    except judging.JudgeNotConfigured:
+                        v = None
+                        note = "its output awaits the X-ray judge"
+                    if v is not None:
+                        if v.result.timed_out or v.result.container_died:
+                            failure = f"the verifier did not finish ({v.result.reason})"
+                        else:
+                            reward = v.reward
+            except runner.ImageBuildError as exc:
+                failure = f"the task environment failed to build: {exc}"
+            except runner.TaskEnvironmentError as exc:
+                failure = f"the task environment failed to start: {exc}"
+            except runner.InfrastructureError as exc:
+                # The verifier's own infrastructure error (no reward file) or the engine's:
+                # the control run below tells them apart.
+                failure = f"infrastructure error: {exc}"
+        if failure:
+            # Raises InfrastructureError (the job is retried) when the engine itself is broken.
+            runner.engine_control_run(job_id=self._job_id(f"t{trial.pk}-ctl"),
+                                      attempt=self.job.attempt)
+        seconds = time.time() - t0
+        detail["seconds"] = seconds
+        how = {"harbor": f"re-ran {agent.name} with the real Harbor CLI",
+               "rerun": f"re-ran the {agent.name} agent",
+               "replay": "replayed the recorded commands",
+               "environment": "started the task environment and ran the verifier on an empty "
+                              "output (no re-runnable harness, no replayable trajectory)"}[mode]
+        if failure:
+            reason = f"confirmed: the site {how} and hit an infrastructure failure too: {failure}"
+        else:
+            reason = (f"not confirmed: the site {how} and it completed normally"
+                      + (f" (verifier reward {reward:g})" if reward is not None else "")
+                      + (f"; {note}" if note else "")
+                      + "; the trial counts as a failure")
+        with transaction.atomic():  # check row + trial outcome: both or neither (R7)
+            self._record(CheckKind.INFRA, trial=trial, res=_Result(
+                CheckStatus.MATCH if failure else CheckStatus.MISMATCH,
+                verified_reward=reward, reproduced=bool(failure), reason=reason, detail=detail,
+                duration_s=seconds))
+            current = Trial.objects.only("infra_confirmed", "infra_confirmed_by").get(pk=trial.pk)
+            if failure and not current.infra_confirmed:
+                trial_infra_confirm(trial_id=trial.pk, by=InfraConfirmation.SITE,
+                                    reason=reason[:2000])
+            elif not failure and current.infra_confirmed_by == InfraConfirmation.SITE:
+                # An earlier job's re-attempt confirmed it; this one completed: no longer.
+                trial_infra_unconfirm(trial_id=trial.pk, reason=reason[:2000])
 
     # -- replay
     def replay_sample(self) -> list[Trial]:

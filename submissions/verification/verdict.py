@@ -150,6 +150,15 @@ def verification_summary(job: VerificationJob) -> dict:
                      f"{rerun['claimed_success']}/{rerun['claimed_runs']} "
                      f"(Fisher p={rerun['p_value']:.3g}"
                      f"{', significant' if rerun['significant'] else ''})")
+    infra = {"claimed": count(CheckKind.INFRA),
+             "confirmed_trials": _trial_ids(checks, CheckKind.INFRA, CheckStatus.MATCH),
+             "not_confirmed_trials": _trial_ids(checks, CheckKind.INFRA, CheckStatus.MISMATCH),
+             "not_attempted_trials": _trial_ids(checks, CheckKind.INFRA, CheckStatus.SKIPPED)}
+    if infra["claimed"]:
+        parts.append(f"infrastructure errors: {len(infra['confirmed_trials'])}/"
+                     f"{infra['claimed']} claimed confirmed by the site's re-attempt"
+                     + (f" ({len(infra['not_attempted_trials'])} not re-attempted)"
+                        if infra["not_attempted_trials"] else ""))
     judge = judge_summary(checks)
     if judge["awaiting_trials"]:
         parts.append(f"{len(judge['awaiting_trials'])} awaiting the X-ray judge (not scored)")
@@ -163,7 +172,12 @@ def verification_summary(job: VerificationJob) -> dict:
                    "not_replayable_trials": not_replayable},
         "screen": {"checked": screened, "flagged_trials": screen_flagged},
         "rerun": rerun,
+        "infra": infra,
     }
+
+
+def _trial_ids(checks, kind: str, status: str) -> list[int]:
+    return sorted(checks.filter(kind=kind, status=status).values_list("trial_id", flat=True))
 
 
 def judge_summary(checks) -> dict:
@@ -202,6 +216,7 @@ def verification_progress(*, submission: Submission) -> dict:
         "replay": {"done": done["replay"]},
         "rerun": {"done": done["rerun"]},
         "screen": {"done": done["screen"]},
+        "infra": {"done": done["infra"]},
         "verdict": job.verdict,
         "summary": job.summary,
     }
