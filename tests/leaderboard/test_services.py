@@ -209,12 +209,12 @@ def test_an_unconfirmed_infrastructure_error_counts_as_a_failure_until_the_site_
     claimed_infra = list(Trial.objects.filter(submission=sub, claimed_outcome="infra_error")
                          .order_by("benchmark_task__position", "attempt"))
     # The site confirms one (it hit the failure itself) and grades another's output as a pass.
-    trial_infra_confirm(trial_id=claimed_infra[0].pk)
+    trial_infra_confirm(trial_id=claimed_infra[0].pk, reason="the site's re-attempt hit it too")
     trial_check_record(trial_id=claimed_infra[1].pk, flag="regrade_mismatch", on=False,
                        verified_reward=1.0)
     with pytest.raises(SubmissionError):  # a claimed attempt cannot be turned into one
         trial_infra_confirm(trial_id=Trial.objects.get(submission=sub, benchmark_task=tasks[0],
-                                                       attempt=2).pk)
+                                                       attempt=2).pk, reason="no")
     leaderboard_recompute(benchmark_version=bv)
     e = _entries(bv)["u"]
     assert (e.successes, e.attempts, e.infra_errors, e.infra_errors_claimed) == (3, 5, 1, 3)
