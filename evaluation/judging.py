@@ -21,8 +21,10 @@ from django.db import transaction
 from django.db.models import F
 
 from evaluation import runner
-from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT, endpoint_url
+from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT, ChatJudge, endpoint_url
+from evaluation.graders.judge import VOTES, parse_verdict
 from evaluation.models import JudgeCacheEntry
+from evaluation.runner.judge_gateway import cache_key
 
 # Cached entries given to one verifier's gateway (the most recent first).
 MAX_PRELOAD = 5000
@@ -115,3 +117,46 @@ def cache_hit_ratio(records: list[dict]) -> float | None:
     """Cache hits over judge requests, summed over verdicts' judge records."""
     requests = sum(r.get("requests", 0) for r in records)
     return None if not requests else sum(r.get("cache_hits", 0) for r in records) / requests
+
+
+# The scope of judgements asked by `manage.py grade` (no task: answer files given by hand).
+COMMAND_SCOPE = "manage.py grade"
+
+
+class CachedJudge:
+    """The judgement cache of the site's verifiers, for a judge asked in this process
+    (`manage.py grade`): the n-th vote of a grading is the n-th stored reply of its key (the
+    gateway's cache_key of prompt version, model, report and answer), and only the missing
+    votes are asked upstream and stored, as the gateway does. So grading the same output twice
+    asks the judge once, and a verifier's stored judgement answers the command too."""
+
+    def __init__(self, judge: ChatJudge, *, scope: str = COMMAND_SCOPE):
+        self.judge = judge
+        self.scope = scope
+        self.stats = {"requests": 0, "cache_hits": 0, "upstream_calls": 0}
+
+    def vote(self, reference_findings, candidate_findings, injected_errors=(), n=VOTES):
+        injected = list(injected_errors)
+        key = cache_key(PROMPT_VERSION, self.judge.model, candidate_findings,
+                        {"reference_findings": reference_findings, "injected_errors": injected})
+        row = JudgeCacheEntry.objects.filter(key=key).first()
+        stored = list(row.replies) if row is not None else []
+        replies = stored[:n]
+        new = [self.judge.reply(reference_findings, candidate_findings, injected)
+               for _ in range(n - len(replies))]
+        self.stats["requests"] += n
+        self.stats["cache_hits"] += len(replies)
+        self.stats["upstream_calls"] += len(new)
+        if new:
+            with transaction.atomic():
+                JudgeCacheEntry.objects.bulk_create([JudgeCacheEntry(
+                    key=key, prompt_version=PROMPT_VERSION, model=self.judge.model,
+                    scope=self.scope, replies=[])], ignore_conflicts=True)
+                locked = JudgeCacheEntry.objects.select_for_update().get(key=key)
+                merged = list(locked.replies)
+                merged += new[:max(0, n - len(merged))]
+                JudgeCacheEntry.objects.filter(pk=locked.pk).update(replies=merged)
+            replies = merged[:n]
+        if stored[:n]:
+            JudgeCacheEntry.objects.filter(key=key).update(hits=F("hits") + len(stored[:n]))
+        return [parse_verdict(r) for r in replies]

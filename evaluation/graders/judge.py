@@ -163,6 +163,10 @@ class ChatJudge:
         self.parallel = parallel
 
     def _request(self, reference_findings, candidate_findings, injected_errors):
+        return parse_verdict(self._reply(reference_findings, candidate_findings, injected_errors))
+
+    def _reply(self, reference_findings, candidate_findings, injected_errors):
+        """The content of one reply that parses as a verdict (JudgeUnavailable otherwise)."""
         body = {
             "model": self.model,
             "messages": [
@@ -189,7 +193,8 @@ class ChatJudge:
         try:
             payload = json.loads(raw.decode("utf-8"))
             content = payload["choices"][0]["message"]["content"]
-            return parse_verdict(content)
+            parse_verdict(content)
+            return content
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise JudgeUnavailable(f"judge reply could not be parsed: {exc}") from None
 
@@ -210,6 +215,16 @@ class ChatJudge:
         for _ in range(self.retries + 1):
             try:
                 return self._request(reference_findings, candidate_findings, injected_errors)
+            except JudgeUnavailable as exc:
+                last = exc
+        raise last
+
+    def reply(self, reference_findings, candidate_findings, injected_errors=()):
+        """One reply's content (a valid verdict), retrying transient errors (for a cache)."""
+        last = None
+        for _ in range(self.retries + 1):
+            try:
+                return self._reply(reference_findings, candidate_findings, injected_errors)
             except JudgeUnavailable as exc:
                 last = exc
         raise last

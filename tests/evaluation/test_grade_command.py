@@ -128,6 +128,7 @@ def test_xray_uses_the_judge_from_settings(tmp_path):
     with JudgeStandIn(replies=[0, 1, 0, 0, 1]) as standin:
         proc = manage_grade(
             "xray-report-correction", "--answer", answer, "--submission", submission,
+            "--no-cache",  # the judge directly: no database (the cache: test_grade_cache.py)
             extra_env={
                 "XRAY_JUDGE_URL": standin.url,
                 "XRAY_JUDGE_MODEL": "settings-model",
@@ -153,10 +154,14 @@ def test_xray_judge_unavailable_exits_3(tmp_path):
     with JudgeStandIn(replies=["http500"] * 10) as standin:
         proc = manage_grade(
             "xray-report-correction", "--answer", answer, "--submission", submission,
-            extra_env={"XRAY_JUDGE_URL": standin.url, "XRAY_JUDGE_TIMEOUT_S": "5"},
+            "--no-cache", extra_env={"XRAY_JUDGE_URL": standin.url, "XRAY_JUDGE_TIMEOUT_S": "5"},
         )
     assert proc.returncode == 3
     assert "judge unavailable" in proc.stderr and "HTTP 500" in proc.stderr
+    # With the cache (the default) and no database: an infrastructure error too, naming it.
+    proc = manage_grade("xray-report-correction", "--answer", answer, "--submission",
+                        submission, extra_env={"XRAY_JUDGE_URL": "http://127.0.0.1:9/v1"})
+    assert proc.returncode == 3 and "judgement cache (database) is unavailable" in proc.stderr
     assert proc.stdout == ""
     # no judge configured at all: also 3 (after the input was validated)
     proc = manage_grade("xray-report-correction", "--answer", answer, "--submission", submission)
