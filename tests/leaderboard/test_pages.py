@@ -147,7 +147,7 @@ def test_registry_json_is_harbors_registry_format_for_public_versions(client, db
     assert len(doc[0]["tasks"]) == 7
     registry = tmp_path / "registry.json"
     registry.write_text(json.dumps(doc))
-    harbor_python = Path(settings.BASE_DIR) / ".venv-harbor" / "bin" / "python"
+    harbor_python = Path(settings.HARBOR_VENV) / "bin" / "python"
     subprocess.run([str(Path(settings.BASE_DIR) / "scripts" / "harbor-venv")], check=True,
                    capture_output=True)
     proc = subprocess.run(
