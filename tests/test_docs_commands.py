@@ -53,6 +53,9 @@ SKIPPED = {
     r"^docker compose ": "Docker",
     r"^cp \.env\.example \.env$": "compose set-up (make run writes .env itself)",
     r"^\.venv/bin/python manage\.py \.\.\.$": "prose: any management command",
+    r"^\.venv/bin/python manage\.py confirm_infra <trial_id>": "a placeholder trial id "
+                                                            "(tests/leaderboard/"
+                                                            "test_infra_confirm.py runs it)",
     r"^\.venv/bin/python manage\.py judge_pending$": "an X-ray judge and a worker "
                                                       "(tests/evaluation/test_xray_judge_site.py "
                                                       "runs it)",

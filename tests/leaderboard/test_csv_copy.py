@@ -31,7 +31,10 @@ def mixed(small_benchmark):
         # missing cost and time, a re-grade (integral and fractional), flags, a changed claim
         Trial.objects.filter(pk=trials[0].pk).update(cost_usd=None, duration_s=None,
                                                      verified_reward=1.0,
+                                                     grader_version="img@2",
                                                      flags=["regrade-mismatch", "=x"])
+        # a claimed infrastructure error confirmed, with a hostile reason
+        Trial.objects.filter(pk=trials[8].pk).update(infra_confirm_reason="=cmd|' /C calc'!A0")
         Trial.objects.filter(pk=trials[1].pk).update(verified_reward=0.25, reward=None,
                                                      claimed_outcome=Outcome.PASSED,
                                                      claimed_success=True)
@@ -54,4 +57,7 @@ def test_copy_and_python_paths_write_identical_bytes(table, query, client, mixed
                      b"regrade-mismatch;=x",
                      b"\r\n"):
             assert text in served, text
+        if table == "trials":  # grader version, confirmed infrastructure error, hostile reason
+            for text in (b",img@2,", b",true,site,'=cmd|' /C calc'!A0"):
+                assert text in served, text
     assert response["Content-Disposition"] == f'attachment; filename="{table}.csv"'

@@ -113,6 +113,7 @@ def test_maintainer_confirms_and_revokes_with_a_reason(client, flaky):
     page = client.get(f"/submissions/{sub.pk}/").content.decode()
     assert htmllib.escape(reason) in page and "<outage>" not in page
     assert "confirmed by a maintainer: not counted" in page
+    assert "2 claimed, 1 confirmed" in page
     assert 'data-testid="infra-confirm"' not in page  # no controls for the public
     api = client.get(f"/api/v1/submissions/{sub.pk}/").json()["infra_errors"]
     assert (api["claimed"], api["confirmed"]) == (2, 1)
