@@ -338,10 +338,17 @@ VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
 VERIFICATION_COMMAND_AGENTS = env.json("VERIFICATION_COMMAND_AGENTS", default={})
 VERIFICATION_AGENT_SECRETS = env.json("VERIFICATION_AGENT_SECRETS", default={})
 # Re-run through the real Harbor CLI (evaluation/runner/harbor.py). Harbor agents the site runs,
-# by harness slug, with the harness versions it accepts (empty list: any): only harnesses that
-# run on the worker and drive the task container from outside (its network is none).
+# by harness slug, with the harness versions it accepts (empty list: any): harnesses that run on
+# the worker and drive the task container from outside (terminus-2; its network is none), and
+# the installed agents the site bakes (evaluation/runner/harnesses.py).
 VERIFICATION_HARBOR_AGENTS = env.json("VERIFICATION_HARBOR_AGENTS",
-                                      default={"terminus-2": ["2.0.0"]})
+                                      default={"terminus-2": ["2.0.0"],
+                                               "mini-swe-agent": ["2.4.6"]})
+# Harbor installed agents (mini-swe-agent) run inside the task container: it joins an internal
+# network whose only other member is the site's model gateway, which joins this network to
+# reach the endpoint (evaluation/runner/egress.py). The harness must be baked beforehand:
+# scripts/build-images --harness mini-swe-agent.
+VERIFICATION_RERUN_EGRESS_NETWORK = env.str("VERIFICATION_RERUN_EGRESS_NETWORK", default="bridge")
 # The site's model endpoints, by the submission's model name (JSON): {"openai/gpt-5":
 # {"base_url": "https://...", "key_env": "OPENAI_API_KEY", "key_secret": "OPENAI_API_KEY",
 # "model": "openai/gpt-5"}}. The key is VERIFICATION_AGENT_SECRETS[key_secret], given to Harbor

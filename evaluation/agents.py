@@ -12,8 +12,13 @@
              submission's harness, model and agent kwargs, for harnesses in settings
              VERIFICATION_HARBOR_AGENTS at an accepted version, and a model with an entry in
              VERIFICATION_RERUN_MODEL_ENDPOINTS (the site's endpoint and key, never the
-             submission's). Only harnesses that drive the task container from the worker
-             (terminus-2) are listed: the task container has no network at all.
+             submission's). A harness that drives the task container from the worker
+             (terminus-2) gets a task container with no network at all; a Harbor installed
+             agent (mini-swe-agent: it runs inside the task container) is run only when the
+             site has baked it (runner.INSTALLED_HARNESSES, scripts/build-images --harness),
+             behind the site's model gateway (runner.model_egress): it reaches the model
+             endpoint and nothing else. Other installed agents (claude-code, codex, ...) install
+             themselves from the internet at run time: not re-runnable, and the page says why.
 
 Every agent runs through runner.run_agent: a fresh task container with the task's limits, no
 network, no capabilities, a non-root user; the hidden answers never enter it. A command agent
@@ -57,9 +62,20 @@ class ModelEndpoint:
     base_url: str
     env: dict = dataclasses.field(default_factory=dict, hash=False, compare=False, repr=False)
 
+    api_format: str = "openai"  # openai | anthropic: the API paths the gateway serves
+    auth_header: str = "Authorization"  # how the gateway sends the key (x-api-key: Anthropic)
+
     @property
     def host(self) -> str:
         return urlsplit(self.base_url).netloc
+
+    def gateway(self) -> runner.ModelGateway:
+        """The model gateway of an in-container agent: this endpoint, with the site's key."""
+        key = next(iter(self.env.values()), "")
+        value = f"Bearer {key}" if key and self.auth_header.lower() == "authorization" else key
+        return runner.ModelGateway(upstream=self.base_url, api_format=self.api_format,
+                                   auth_header=self.auth_header, auth_value=value,
+                                   network=settings.VERIFICATION_RERUN_EGRESS_NETWORK)
 
 
 def model_endpoint(model: str) -> tuple[ModelEndpoint | None, str]:
@@ -78,7 +94,9 @@ def model_endpoint(model: str) -> tuple[ModelEndpoint | None, str]:
                           "settings (VERIFICATION_AGENT_SECRETS)")
         env[key_env] = str(secrets[secret_name])
     return ModelEndpoint(model=str(spec.get("model") or model),
-                         base_url=str(spec["base_url"]), env=env), ""
+                         base_url=str(spec["base_url"]), env=env,
+                         api_format=str(spec.get("api_format") or "openai"),
+                         auth_header=str(spec.get("auth_header") or "Authorization")), ""
 
 
 def resolve_site_agent(
@@ -102,6 +120,10 @@ def resolve_site_agent(
     name = str(agent_settings.get("harbor_agent") or slug).strip().lower()
     if name in harbor_agents or slug in harbor_agents:
         name = name if name in harbor_agents else slug
+        if name not in runner.HOST_SIDE_AGENTS:
+            problem = runner.harness_problem(name)
+            if problem:
+                return None, problem
         accepted = [str(v) for v in harbor_agents[name] or []]
         if accepted and harness_version not in accepted:
             return None, (f"the site runs {name} at {', '.join(accepted)} (Harbor "
@@ -114,6 +136,9 @@ def resolve_site_agent(
         return SiteAgent(kind="harbor", name=name, model=model,
                          kwargs=dict(agent_settings.get("kwargs") or {}),
                          version=harness_version), ""
+    if name in runner.KNOWN_INSTALLED_AGENTS or slug in runner.KNOWN_INSTALLED_AGENTS:
+        return None, runner.harness_problem(name if name in runner.KNOWN_INSTALLED_AGENTS
+                                            else slug)
     return None, (f"the site cannot run harness {slug!r} (configure VERIFICATION_COMMAND_AGENTS "
                   "or VERIFICATION_HARBOR_AGENTS)")
 
@@ -131,10 +156,12 @@ def run_harbor_agent(agent: SiteAgent, task_dir: Path, *, job_id: str, attempt: 
     if endpoint is None:
         raise ValueError(why)
     image, _built = runner.build_task_image(task_dir)  # cached by content digest
+    in_container = runner.installed_harness(agent.name) is not None
     return runner.harbor_run(
         task_dir, agent=agent.name, model=endpoint.model, base_url=endpoint.base_url,
         agent_kwargs=agent.kwargs, secret_env=endpoint.env, image=image, attempts=attempts,
-        work_dir=work_dir, job_label=job_id, attempt=attempt)
+        work_dir=work_dir, job_label=job_id, attempt=attempt,
+        gateway=endpoint.gateway() if in_container else None)
 
 
 def _run_oracle(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:

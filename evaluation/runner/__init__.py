@@ -43,6 +43,11 @@ Modules (import the package, `from evaluation import runner`, and use the names 
   sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
   harbor     the real Harbor CLI as a subprocess (re-run of Harbor harnesses): the only code
              that starts Harbor; task container on network none, the site's endpoint and key
+             (host-side harnesses), or behind the model gateway (installed agents)
+  harnesses  Harbor installed agents baked offline: the harness image (scripts/build-images
+             --harness) and the task image with the harness layered on
+  egress     the re-run's internal network and its model gateway (model_gateway.py runs in it):
+             an in-container agent reaches the site's model endpoint and nothing else
   cli        `python -m evaluation.runner build-task-images [task_dir ...] | status | reap`
              (scripts/build-images runs it after building the base image)
 Only the Docker SDK's public API is used (containers, images, volumes, networks, and the low-level
@@ -104,7 +109,18 @@ from evaluation.runner.limits import (
     load_task_toml,
     task_user,
 )
+from evaluation.runner.egress import EgressRoute, ModelGateway, model_egress
 from evaluation.runner.gateway import JudgeGateway
+from evaluation.runner.harnesses import (
+    HOST_SIDE_AGENTS,
+    INSTALLED_HARNESSES,
+    KNOWN_INSTALLED_AGENTS,
+    build_harness_image,
+    harness_image_tag,
+    harness_problem,
+    harness_task_image,
+    installed_harness,
+)
 from evaluation.runner.phases import (
     AgentRun,
     VerifierRun,
@@ -137,6 +153,9 @@ __all__ = [
     "AgentRun", "ContainerRun", "ExecResult", "ImageBuildError", "InfrastructureError",
     "ENDPOINT_KWARGS", "HarborJob", "HarborTrial", "harbor_problem", "harbor_run",
     "harbor_version", "site_kwargs",
+    "EgressRoute", "ModelGateway", "model_egress", "HOST_SIDE_AGENTS", "INSTALLED_HARNESSES",
+    "KNOWN_INSTALLED_AGENTS", "build_harness_image", "harness_image_tag", "harness_problem",
+    "harness_task_image", "installed_harness",
     "JudgeGateway", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
     "bare_docker_run", "build_task_image", "engine_control_run", "client", "declared_outputs", "discover_tasks",
     "engine_status", "ensure_base_image", "image_build", "image_exists", "image_size",

@@ -21,6 +21,7 @@ from evaluation.runner.engine import (
     InfrastructureError,
     engine_status,
 )
+from evaluation.runner.harnesses import build_harness_image
 from evaluation.runner.images import build_task_image, prune_task_images, task_image_tag
 from evaluation.runner.reaper import reap_stale
 from evaluation.task_sources import task_source_dirs
@@ -60,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("reap", help="remove labelled containers older than --hours")
     r.add_argument("--hours", type=float, default=2.0)
     sub.add_parser("prune-images", help="untag task images no configured task package uses")
+    h = sub.add_parser("build-harness-image",
+                       help="build a Harbor installed agent's harness image from its wheels")
+    h.add_argument("name")
+    h.add_argument("--wheels", type=Path, required=True)
+    h.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
@@ -72,6 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "prune-images":
         keep = {task_image_tag(task) for task in discover_tasks()}
         print(json.dumps({"kept": sorted(keep), "removed": prune_task_images(keep)}, indent=2))
+        return 0
+    if args.cmd == "build-harness-image":
+        t0 = time.time()
+        try:
+            tag, built = build_harness_image(args.name, args.wheels, force=args.force)
+        except (ImageBuildError, InfrastructureError, ValueError) as exc:
+            print(f"FAIL  harness {args.name}: {exc}")
+            if isinstance(exc, ImageBuildError) and exc.log_tail:
+                print(exc.log_tail)
+            return 1
+        print(f"{'built ' if built else 'cached'} {tag}  ({time.time() - t0:.1f} s)")
         return 0
     tasks = args.task_dirs or discover_tasks()
     failures = 0

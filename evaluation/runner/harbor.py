@@ -11,11 +11,15 @@ What the site controls, whatever the submission says:
   submission are dropped (ENDPOINT_KWARGS); the base URL comes from settings
   VERIFICATION_RERUN_MODEL_ENDPOINTS and the key from the secret settings, passed to Harbor in
   its environment (never on the command line, never written to the job directory by us).
-* Egress. Only harnesses that run on the worker and drive the task container from outside
-  (terminus-2: it talks to the model itself and types into tmux in the container) are run here.
-  An overlay compose file puts the task container on `network_mode: none`, so the commands the
-  model chooses run with no network at all; the model endpoint is reached by Harbor's own process
-  on the worker, i.e. by the site, not by agent code.
+* Egress. A harness that runs on the worker and drives the task container from outside
+  (terminus-2: it talks to the model itself and types into tmux in the container) gets a task
+  container on `network_mode: none`: the commands the model chooses run with no network at all,
+  and the model endpoint is reached by Harbor's own process on the worker. A Harbor installed
+  agent (mini-swe-agent: its process runs in the task container; harnesses.py) gets the task
+  image with the harness baked in, Harbor's `skip_install`, and a task container on an internal
+  network whose only other member is the site's model gateway (egress.py): the agent's endpoint
+  is the gateway, its key a placeholder; the gateway forwards only model API calls, to the
+  site's endpoint, with the site's key.
 * The environment of the Harbor process: PATH, a private HOME, DOCKER_CONFIG (Compose v2 from the
   venv), DOCKER_HOST, no telemetry, LiteLLM's local price map, and the endpoint's key. Nothing
   else of the worker's environment (database URL, secret key) reaches it.
@@ -52,6 +56,8 @@ from evaluation.runner.engine import (
     InfrastructureError,
     _safe_name,
 )
+from evaluation.runner.egress import ModelGateway, model_egress
+from evaluation.runner.harnesses import harness_task_image, installed_harness
 from evaluation.runner.limits import declared_outputs, load_task_toml
 
 # Agent kwargs that choose where the model is or how it authenticates: never from a submission.
@@ -60,6 +66,8 @@ ENDPOINT_KWARGS = frozenset({
     "llm_backend", "session_id_headers", "use_responses_api",
 })
 LOG_TAIL_BYTES = 8000
+# The key an installed agent is given: the gateway drops it and sends the site's own.
+GATEWAY_PLACEHOLDER_KEY = "hab-site-gateway-holds-the-key"
 
 
 @dataclasses.dataclass
@@ -89,6 +97,7 @@ class HarborJob:
     trials: list[HarborTrial]
     log_tail: str
     timed_out: bool = False
+    gateway_log: list[dict] | None = None  # the model gateway's requests (installed agents)
 
 
 def harbor_bin() -> Path:
@@ -123,9 +132,11 @@ def site_kwargs(kwargs: dict | None) -> tuple[dict, list[str]]:
     return {k: v for k, v in kwargs.items() if k not in ENDPOINT_KWARGS}, dropped
 
 
-def _overlay(image: str, job_label: str, attempt: int, lifetime_s: float) -> str:
+def _overlay(image: str, job_label: str, attempt: int, lifetime_s: float,
+             network: str | None = None) -> str:
     """Compose overlay for the task container: the site's task image instead of Harbor's build,
-    no network, and the runner's labels (YAML: `!reset` removes Harbor's build section)."""
+    no network (or only the re-run's internal network, `network`), and the runner's labels
+    (YAML: `!reset` removes Harbor's build section)."""
     labels = {
         LABEL_APP: APP_LABEL,
         LABEL_PURPOSE: "harbor",
@@ -133,9 +144,13 @@ def _overlay(image: str, job_label: str, attempt: int, lifetime_s: float) -> str
         LABEL_ATTEMPT: str(attempt),
         LABEL_EXPIRES: str(int(time.time() + lifetime_s)),
     }
+    net = ["    networks: [hab_site_egress]"] if network else ["    network_mode: none"]
     lines = ["services:", "  main:", "    build: !reset null", f"    image: {json.dumps(image)}",
-             "    pull_policy: never", "    network_mode: none", "    labels:"]
+             "    pull_policy: never", *net, "    labels:"]
     lines += [f"      {json.dumps(k)}: {json.dumps(v)}" for k, v in labels.items()]
+    if network:
+        lines += ["networks:", "  hab_site_egress:", "    external: true",
+                  f"    name: {json.dumps(network)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -219,9 +234,14 @@ def harbor_run(
     job_label: str,
     attempt: int = 1,
     timeout_s: float | None = None,
+    gateway: ModelGateway | None = None,
 ) -> HarborJob:
     """`harbor run` of one task package with `attempts` trials of `agent` on `model`, in
     containers of `image` (the site's task image, runner.build_task_image).
+
+    With `gateway` (a Harbor installed agent, harnesses.INSTALLED_HARNESSES), the agent runs in
+    the task image with the harness baked in, behind the site's model gateway (egress.py):
+    `base_url` and `secret_env` are then the gateway's upstream and key, never given to Harbor.
 
     Raises InfrastructureError when Harbor cannot start or ends without any trial result (the
     verification job retries); per-trial agent errors are reported in HarborJob.trials.
@@ -232,15 +252,39 @@ def harbor_run(
     task_dir = Path(task_dir).resolve()
     work_dir = Path(work_dir)
     (work_dir / "home").mkdir(parents=True, exist_ok=True)
-    jobs_dir = work_dir / "jobs"
-    job_name = "rerun"
     kwargs, _dropped = site_kwargs(agent_kwargs)
-    kwargs["api_base"] = base_url
     spec = load_task_toml(task_dir)
     agent_timeout = float((spec.get("agent") or {}).get("timeout_sec") or 3600)
     timeout_s = float(timeout_s or settings.VERIFICATION_HARBOR_TIMEOUT_S or agent_timeout + 900)
+    run = {"task_dir": task_dir, "agent": agent, "model": model, "attempts": attempts,
+           "work_dir": work_dir, "job_label": job_label, "attempt": attempt,
+           "timeout_s": timeout_s}
+    if gateway is None:
+        kwargs["api_base"] = base_url
+        return _invoke(**run, kwargs=kwargs, env=secret_env, image=image, network=None)
+    harness = installed_harness(agent)
+    if harness is None:
+        raise ValueError(f"{agent} is not an installed agent the site bakes")
+    image = harness_task_image(image, agent)
+    gateway_log: list[dict] = []
+    gateway = dataclasses.replace(gateway, lifetime_s=timeout_s + 900)
+    with model_egress(gateway, job_id=job_label, attempt=attempt, log_out=gateway_log) as route:
+        kwargs[harness.endpoint_kwarg] = route.base_url
+        kwargs["skip_install"] = True  # Harbor's own switch: the image provides the agent
+        job = _invoke(**run, kwargs=kwargs, image=image, network=route.network,
+                      env={harness.key_env: GATEWAY_PLACEHOLDER_KEY})
+    job.gateway_log = gateway_log
+    return job
+
+
+def _invoke(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: Path,
+            job_label: str, attempt: int, timeout_s: float, kwargs: dict, env: dict[str, str],
+            image: str, network: str | None) -> HarborJob:
+    jobs_dir = work_dir / "jobs"
+    job_name = "rerun"
     overlay = work_dir / "site-overlay.compose.yaml"
-    overlay.write_text(_overlay(image, _safe_name(job_label), attempt, timeout_s + 600))
+    overlay.write_text(_overlay(image, _safe_name(job_label), attempt, timeout_s + 600,
+                                network=network))
     cmd = [
         str(harbor_bin()), "run", "-p", str(task_dir), "-a", agent, "-m", model,
         "--env", "docker", "-o", str(jobs_dir), "--job-name", job_name,
@@ -258,7 +302,7 @@ def harbor_run(
     with log_path.open("w+b") as log:
         try:
             proc = subprocess.Popen(  # noqa: S603 - the pinned harbor, argument list, no shell
-                cmd, cwd=work_dir, env=_process_env(work_dir / "home", secret_env),
+                cmd, cwd=work_dir, env=_process_env(work_dir / "home", env),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )

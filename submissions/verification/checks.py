@@ -730,6 +730,13 @@ class _Checks:
                      and t.exception_type not in AGENT_EXCEPTIONS | TIMEOUT_EXCEPTIONS]
             graded = [t for t in hb.trials if t not in infra]
             per_trial_s = hb.seconds / max(1, len(hb.trials))
+            # How the agent reached its model: from the worker (terminus-2, task container on
+            # network none) or from inside the task container through the site's gateway.
+            gw = hb.gateway_log
+            egress = {"egress": "none (agent on the worker)"} if gw is None else {
+                "egress": "model gateway", "gateway_requests": len(gw),
+                "gateway_refused": sum(1 for e in gw if e.get("refused")),
+                "gateway_errors": sum(1 for e in gw if e.get("error"))}
             for k, trial in zip(ks, graded, strict=False):
                 t0 = time.time()
                 try:
@@ -753,7 +760,7 @@ class _Checks:
                         "harbor_trial": trial.name, "trial_s": trial.seconds,
                         "agent_s": trial.agent_seconds,
                         "harbor_job_s": hb.seconds, "harbor_trials": len(hb.trials),
-                        "grade_s": grade_s, "log_tail": hb.log_tail[-2000:]},
+                        "grade_s": grade_s, "log_tail": hb.log_tail[-2000:], **egress},
                     grader_version=grader_version(task_dir, v),
                     grader_digest=grader_digest(task_dir), duration_s=per_trial_s + grade_s, judge=v.judge))
         if len(graded) < len(ks):  # the rest are retried with the job (done ones are kept)

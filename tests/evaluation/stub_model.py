@@ -3,7 +3,8 @@
 The harness (Harbor's terminus-2) and Harbor are real; only the model is scripted. Each model
 name has a script: a list of assistant replies, the n-th reply answering the n-th turn of a
 conversation (the number of assistant messages already in the request); past the end the last
-reply repeats. Every request is recorded (model, the text of the messages) so a test can read
+reply repeats. A reply is a string (the assistant's text) or a tool-calling answer
+(`bash_reply`, for harnesses that act through tool calls: mini-swe-agent). Every request is recorded (model, the text of the messages) so a test can read
 what the harness sent back, e.g. the terminal output of an egress probe.
 
     stub = StubModel({"stub-solves": [reply1, reply2]}).start()
@@ -19,6 +20,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def bash_reply(command: str, thought: str = "scripted") -> dict:
+    """An OpenAI tool-calling answer: one call of the `bash` tool (mini-swe-agent's action)."""
+    return {"content": thought, "tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+
+
 def terminus_reply(commands: list[str], *, complete: bool, duration: float = 0.5) -> str:
     """A terminus-2 JSON answer that types `commands` (each followed by Enter)."""
     return json.dumps({
@@ -29,8 +35,15 @@ def terminus_reply(commands: list[str], *, complete: bool, duration: float = 0.5
     })
 
 
+def _text(content) -> str:
+    if isinstance(content, list):  # content parts
+        return "\n".join(str(p.get("text") or "") if isinstance(p, dict) else str(p)
+                         for p in content)
+    return str(content or "")
+
+
 class StubModel:
-    def __init__(self, scripts: dict[str, list[str]]):
+    def __init__(self, scripts: dict[str, list]):
         self.scripts = scripts
         self.requests: list[dict] = []
         self._lock = threading.Lock()
@@ -39,7 +52,7 @@ class StubModel:
     # -- what the harness sent
     def texts(self, model: str | None = None) -> list[str]:
         with self._lock:
-            return ["\n".join(str(m.get("content") or "") for m in r["messages"])
+            return ["\n".join(_text(m.get("content")) for m in r["messages"])
                     for r in self.requests if model is None or r["model"] == model]
 
     def authorizations(self) -> set:
@@ -87,15 +100,25 @@ class StubModel:
                     stub.requests.append({"model": model, "messages": messages,
                                           "authorization": self.headers.get("Authorization")})
                 turn = sum(1 for m in messages if m.get("role") == "assistant")
-                content = script[min(turn, len(script) - 1)]
+                reply = script[min(turn, len(script) - 1)]
+                message = {"role": "assistant", "content": reply}
+                finish = "stop"
+                if isinstance(reply, dict):  # a tool-calling answer (bash_reply)
+                    message = {"role": "assistant", "content": reply.get("content") or "",
+                               "tool_calls": [
+                                   {"id": f"call_{turn}_{i}", "type": "function",
+                                    "function": {"name": c["name"],
+                                                 "arguments": json.dumps(c["arguments"])}}
+                                   for i, c in enumerate(reply.get("tool_calls") or [])]}
+                    finish = "tool_calls" if message["tool_calls"] else "stop"
+                content = message["content"]
                 prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4
                 completion = {
                     "id": f"chatcmpl-stub-{len(stub.requests)}",
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": model,
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                     "usage": {"prompt_tokens": prompt_tokens,
                               "completion_tokens": len(content) // 4,
                               "total_tokens": prompt_tokens + len(content) // 4},
@@ -115,9 +138,13 @@ class StubModel:
 
             def _stream(self, completion: dict):
                 choice = completion["choices"][0]
+                delta = dict(choice["message"])
+                if delta.get("tool_calls"):
+                    delta["tool_calls"] = [{"index": i, **c}
+                                           for i, c in enumerate(delta["tool_calls"])]
                 chunk = {**completion, "object": "chat.completion.chunk",
-                         "choices": [{"index": 0, "delta": choice["message"],
-                                      "finish_reason": "stop"}]}
+                         "choices": [{"index": 0, "delta": delta,
+                                      "finish_reason": choice["finish_reason"]}]}
                 data = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")

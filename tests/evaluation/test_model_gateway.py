@@ -1,0 +1,113 @@
+"""The model gateway script (evaluation/runner/model_gateway.py) as a real process on loopback,
+forwarding to the scripted model server: what it serves, what it refuses, whose key it sends.
+The same script in its container, on the re-run's internal network, is tested end to end in
+test_harbor_installed_rerun.py."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.evaluation.stub_model import StubModel
+
+SCRIPT = Path(__file__).resolve().parents[2] / "evaluation" / "runner" / "model_gateway.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def gateway(tmp_path):
+    stub = StubModel({"m": ["pong"]}).start()
+    port = _free_port()
+    config = {"upstream": stub.base_url, "prefix": "v1",
+              "paths": ["/chat/completions", "/responses"],
+              "auth_header": "Authorization", "auth_value": "Bearer site-key"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    proc = subprocess.Popen(  # noqa: S603
+        [sys.executable, str(SCRIPT), "--config", str(tmp_path / "config.json"),
+         "--bind", "127.0.0.1", "--port", str(port), "--log", str(tmp_path / "log.jsonl")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield stub, port, tmp_path / "log.jsonl"
+    proc.terminate()
+    proc.wait(timeout=10)
+    stub.stop()
+
+
+def _call(port, method, path, body=None, headers=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def _raw(port, request: bytes) -> str:
+    with socket.create_connection(("127.0.0.1", port), 5) as s:
+        s.sendall(request)
+        return s.recv(200).split(b"\r\n")[0].decode()
+
+
+def test_gateway_forwards_model_calls_with_the_site_key_only(gateway):
+    stub, port, log_path = gateway
+    chat = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    status, body = _call(port, "POST", "/v1/chat/completions", chat,
+                         {"Authorization": "Bearer agent-placeholder", "x-api-key": "other"})
+    assert status == 200 and body["choices"][0]["message"]["content"] == "pong"
+    assert stub.authorizations() == {"Bearer site-key"}
+
+    # Not model API calls: refused by the gateway, never forwarded.
+    assert _call(port, "GET", "/v1/models")[0] == 405
+    assert _call(port, "POST", "/v1/embeddings", b"{}")[0] == 404
+    assert _call(port, "POST", "/v1/chat/completions/../../admin", b"{}")[0] == 404
+    assert _call(port, "POST", "/chat/completions", b"{}")[0] == 404  # outside the prefix
+    assert " 405 " in _raw(port, b"CONNECT 1.1.1.1:443 HTTP/1.1\r\nHost: 1.1.1.1\r\n\r\n") + " "
+    proxied = _raw(port, b"POST http://1.1.1.1/v1/chat/completions HTTP/1.1\r\n"
+                         b"Host: 1.1.1.1\r\nContent-Length: 2\r\n\r\n{}")
+    assert proxied.split(" ")[1] == "404", proxied
+    assert stub.count() == 1
+
+    entries = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert [e["status"] for e in entries] == [200, 405, 404, 404, 404, 405, 404]
+    assert sum(1 for e in entries if e.get("refused")) == 6
+
+
+def test_gateway_reports_an_unreachable_upstream(tmp_path):
+    port, dead = _free_port(), _free_port()
+    (tmp_path / "c.json").write_text(json.dumps({
+        "upstream": f"http://127.0.0.1:{dead}/v1", "paths": ["/chat/completions"],
+        "auth_value": "Bearer k", "timeout_s": 5}))
+    proc = subprocess.Popen(  # noqa: S603
+        [sys.executable, str(SCRIPT), "--config", str(tmp_path / "c.json"), "--bind",
+         "127.0.0.1", "--port", str(port), "--log", str(tmp_path / "log.jsonl")])
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        status, body = _call(port, "POST", "/v1/chat/completions", b"{}")
+        assert status == 502 and "model endpoint failed" in body["error"]["message"]
+        entry = json.loads((tmp_path / "log.jsonl").read_text().splitlines()[0])
+        assert entry["status"] == 502 and entry["error"].startswith("upstream:")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
