@@ -71,7 +71,32 @@ def test_harbor_agent_needs_accepted_version_and_site_endpoint(harbor_settings):
     assert "the submission used 1.9.0" in _resolve(version="1.9.0")[1]
     assert "no endpoint for model 'openai/other'" in _resolve(model="openai/other")[1]
     assert "'ABSENT'" in _resolve(model="openai/nokey")[1]
-    assert "cannot run harness 'codex'" in _resolve(harness="codex")[1]
+    assert "cannot run harness 'mystery'" in _resolve(harness="mystery")[1]
+    # A Harbor installed agent the site does not bake: not re-runnable, and why.
+    assert _resolve(harness="codex")[1].startswith(
+        "codex runs inside the task container and installs itself from the internet")
+
+
+def test_installed_agent_gateway_holds_the_site_key(harbor_settings):
+    endpoint, _ = agents.model_endpoint("openai/m")
+    gw = endpoint.gateway()
+    assert (gw.upstream, gw.auth_header, gw.auth_value) == (
+        "http://10.9.8.7:8000/v1", "Authorization", "Bearer sk-site")
+    assert gw.config(None)["paths"] == ["/chat/completions", "/responses"]
+    assert "sk-site" not in repr(gw)
+    harbor_settings.VERIFICATION_RERUN_MODEL_ENDPOINTS["anthropic/c"] = {
+        "base_url": "https://api.example/v1", "key_env": "ANTHROPIC_API_KEY",
+        "key_secret": "SITE_M", "api_format": "anthropic", "auth_header": "x-api-key"}
+    gw = agents.model_endpoint("anthropic/c")[0].gateway()
+    assert (gw.auth_header, gw.auth_value, gw.config(None)["paths"]) == (
+        "x-api-key", "sk-site", ["/messages"])
+    # The task container joins only the re-run's internal network (terminus-2's: none).
+    from evaluation.runner.harbor import _overlay
+
+    overlay = _overlay("img:1", "job", 1, 60, network="hab-egress-job-1")
+    assert "networks: [hab_site_egress]" in overlay and "network_mode" not in overlay
+    assert 'name: "hab-egress-job-1"' in overlay and "external: true" in overlay
+    assert "network_mode: none" in _overlay("img:1", "job", 1, 60)
 
 
 def test_every_endpoint_kwarg_is_dropped():
