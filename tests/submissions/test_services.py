@@ -58,6 +58,29 @@ def test_the_account_page_gives_a_copy_button_and_a_usage_snippet(owner, client)
     assert raw not in client.get("/account/").content.decode()
 
 
+def test_the_account_pages_commands_are_the_submit_pages(owner, client):
+    """The token snippet runs as typed after the Submit page's loop: it uploads every job
+    directory the loop wrote (one per category, jobs/*/) and archives them before curl uses
+    run.tar.gz (it once named a single "<your job directory>" and curled an archive it never
+    made)."""
+    import html
+
+    from django.core.management import call_command
+
+    call_command("sync_tasks", verbosity=0)
+    client.force_login(owner)
+    body = client.post("/account/tokens/", {"name": "laptop"}, follow=True).content.decode()
+    usage = html.unescape(body.split('data-testid="token-usage">')[1].split("</pre>")[0])
+    lines = [line for line in usage.splitlines() if not line.startswith(("#", "export "))]
+    submit = html.unescape(client.get("/submit/").content.decode())
+    for line in lines:
+        assert line in submit, line
+    assert "<" not in usage  # no placeholder left to fill in
+    tar = next(i for i, line in enumerate(lines) if line.startswith("tar czf run.tar.gz"))
+    curl = next(i for i, line in enumerate(lines) if line.startswith("curl "))
+    assert tar < curl
+
+
 def test_quota_allows_exactly_the_daily_limit(owner, settings):
     settings.SUBMISSION_DAILY_QUOTA = 2
     day = date(2026, 12, 2)
