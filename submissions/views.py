@@ -17,6 +17,7 @@ from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from submissions import selectors, services
@@ -47,12 +48,18 @@ def staff_required(view):
 
 @require_http_methods(["GET", "POST"])
 def sign_up(request: HttpRequest) -> HttpResponse:
+    """A new account, signed in; then the page it was asked for (`next`, this site's only), or
+    the account page, where the API token is created."""
     form = SignUpForm(request.POST or None)
+    wanted = request.POST.get("next") or request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        wanted = ""
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user)
-        return redirect("account")
-    return render(request, "submissions/signup.html", {"form": form})
+        return redirect(wanted or "account")
+    return render(request, "submissions/signup.html", {"form": form, "next": wanted})
 
 
 @login_required

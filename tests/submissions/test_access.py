@@ -178,3 +178,26 @@ def test_price_table_page_shows_its_date(client, db):
 
     body = client.get("/pricing/").content.decode()
     assert PRICE_TABLE_DATE in body and "gpt-5-5" in body
+
+
+@pytest.mark.parametrize(("wanted", "lands_on"), [
+    ("/submit/", "/submit/"),                      # a visitor sent to sign in from the form
+    ("https://evil.example/steal", "/account/"),   # never off this site
+    ("", "/account/"),                             # the token is created there
+])
+def test_sign_up_returns_to_the_page_asked_for_on_this_site_only(db, client, wanted, lands_on):
+    query = f"?next={wanted}" if wanted else ""
+    page = client.get("/accounts/signup/" + query).content.decode()
+    assert ('name="next"' in page) == (lands_on == wanted)
+    response = client.post("/accounts/signup/" + query, {
+        "username": "newbie", "email": "newbie@example.org",
+        "password1": "a-Long-passw0rd!", "password2": "a-Long-passw0rd!"})
+    assert response.status_code == 302 and response["Location"] == lands_on
+    assert client.get(lands_on).status_code == 200  # signed in
+
+
+def test_sign_in_and_sign_up_link_to_each_other_keeping_next(db, client):
+    login_page = client.get("/accounts/login/?next=/submit/").content.decode()
+    assert 'href="/accounts/signup/?next=/submit/"' in login_page
+    signup_page = client.get("/accounts/signup/?next=/submit/").content.decode()
+    assert 'href="/accounts/login/?next=/submit/"' in signup_page
