@@ -139,7 +139,14 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "HealthAgentBench leaderboard API",
-    "DESCRIPTION": "Read-only leaderboard data. Rates are fractions in [0, 1].",
+    "DESCRIPTION": (
+        "Leaderboard data (`/api/v1/leaderboard/`, `trials/`, `categories/`, `groups/`, "
+        "`harness-families/`, `benchmarks/`): public and read-only; rates are fractions in "
+        "[0, 1]. Submissions (`/api/v1/submissions/`): upload a Harbor run and follow its "
+        "verification with an API token from your account page, sent as "
+        "`Authorization: Token hab_...` (the Authorize button takes the whole value, "
+        "`Token ` included); the site's Submit page shows the commands."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # The interactive documentation loads Swagger UI from our own static files (the sidecar

@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound
@@ -98,8 +103,31 @@ def _verification(submission) -> dict:
     return progress
 
 
+_UPLOAD_DESCRIPTION = """Upload a Harbor run: the job directories as one archive (`archive`) and the
+metadata file (`metadata`, or a `metadata.yaml` at the archive root).
+
+    tar czf run.tar.gz -C jobs .
+    curl -H "Authorization: Token $HAB_TOKEN" -H "Idempotency-Key: $(uuidgen)" \\
+        -F archive=@run.tar.gz -F metadata=@metadata.yaml <site>/api/v1/submissions/
+
+201: accepted and queued for verification; follow `url` (the status page) or
+`GET /api/v1/submissions/{id}/`. 401: no or a bad token. 400: refused, every problem at once (`code`, `problems`: each
+with `code`, `path`, `message`). 409: the Idempotency-Key was used for another upload.
+413: too large. 429: daily quota used. A retry with the same Idempotency-Key returns the first
+answer."""
+
+_Refused = inline_serializer("UploadRefused", {
+    "code": serializers.CharField(),
+    "problems": inline_serializer("UploadProblem", many=True, fields={
+        "code": serializers.CharField(), "path": serializers.CharField(),
+        "message": serializers.CharField()})})
+_Unauthorized = inline_serializer("Unauthorized", {"detail": serializers.CharField()})
+_Error = inline_serializer("UploadError", {
+    "code": serializers.CharField(), "detail": serializers.CharField()})
+
+
 class SubmissionCollectionApi(APIView):
-    """POST /api/v1/submissions/ uploads; GET lists the caller's own (SubmissionListApi)."""
+    """POST /api/v1/submissions/ uploads; GET lists the caller's own."""
 
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
@@ -131,9 +159,14 @@ class SubmissionCollectionApi(APIView):
         url = serializers.CharField()
 
     @extend_schema(
+        summary="Upload a Harbor run",
+        description=_UPLOAD_DESCRIPTION,
         request={"multipart/form-data": InputSerializer},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses={201: OutputSerializer},
+        parameters=[OpenApiParameter(
+            "Idempotency-Key", str, OpenApiParameter.HEADER,
+            description="any unique string, e.g. $(uuidgen): a retry returns the first answer")],
+        responses={201: OutputSerializer, 400: _Refused, 401: _Unauthorized, 409: _Error,
+                   413: _Error, 429: _Error},
         operation_id="submissions_create",
     )
     def post(self, request: Request) -> Response:
@@ -163,7 +196,10 @@ class SubmissionCollectionApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-    @extend_schema(responses={200: dict}, operation_id="submissions_list")
+    @extend_schema(summary="Your submissions", responses={200: dict},
+                   description="The caller's own submissions, newest first: id, status, agent, "
+                               "benchmark, created_at, url (the status page).",
+                   operation_id="submissions_list")
     def get(self, request: Request) -> Response:
         return Response([
             {"id": s.pk, "status": s.status, "agent": s.agent.display_name,
@@ -190,7 +226,13 @@ class SubmissionDetailApi(APIView):
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     permission_classes = [AllowAny]
 
-    @extend_schema(responses={200: dict}, operation_id="submissions_retrieve")
+    @extend_schema(summary="A submission's status", responses={200: dict},
+                   description="What its status page shows: status, progress (done/total "
+                               "trials), queue_position, verification (stage, checks, verdict) "
+                               "and score_history; its owner and maintainers also get "
+                               "status_reason, problems, secret_findings and events. Public once "
+                               "published; 404 for anyone else before that.",
+                   operation_id="submissions_retrieve")
     def get(self, request: Request, pk: int) -> Response:
         user = request.user if request.user and request.user.is_authenticated else None
         submission = selectors.submission_get_for_user(user=user, pk=pk)

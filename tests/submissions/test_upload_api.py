@@ -310,3 +310,33 @@ def test_upload_input_is_validated_by_the_serializer(db, token, owner):
     assert [(p["code"], p["path"]) for p in response.json()["problems"]] == [
         ("metadata_encoding", "metadata")]
     assert not Submission.objects.exists() and not DailyQuota.objects.filter(used__gt=0).exists()
+
+
+def test_the_api_documentation_describes_the_upload_as_it_answers(synthetic, tmp_path, token,
+                                                                  client):
+    """/api/docs/ (the OpenAPI schema) says how to authenticate and shows the Submit page's
+    commands; every documented answer has the fields the API really sends."""
+    import html
+
+    schema = client.get("/api/schema/?format=json").json()
+    assert "Authorization: Token hab_" in schema["info"]["description"].replace("`", "")
+    upload = schema["paths"]["/api/v1/submissions/"]["post"]
+    submit_page = html.unescape(client.get("/submit/").content.decode())
+    for line in upload["description"].splitlines():
+        if line.strip().startswith(("tar ", "curl ", "-F ")):
+            assert line.strip().replace("<site>", "http://testserver") in submit_page, line
+
+    def documented(status: str) -> set[str]:
+        ref = upload["responses"][status]["content"]["application/json"]["schema"]["$ref"]
+        return set(schema["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"])
+
+    assert {"201", "400", "401", "409", "413", "429"} <= set(upload["responses"])
+    assert set(Client().post("/api/v1/submissions/", {}).json()) == documented("401")
+    refused = _post(token, b"not an archive", build_metadata())
+    assert refused.status_code == 400 and set(refused.json()) == documented("400")
+    problem_ref = schema["components"]["schemas"]["UploadRefused"]["properties"]["problems"]
+    problem = schema["components"]["schemas"][problem_ref["items"]["$ref"].rsplit("/", 1)[1]]
+    assert set(refused.json()["problems"][0]) == set(problem["properties"])
+    _bv, tasks = synthetic
+    accepted = _post(token, _job_archive(tmp_path, tasks), build_metadata())
+    assert accepted.status_code == 201 and set(accepted.json()) == documented("201")
