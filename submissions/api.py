@@ -107,7 +107,8 @@ _UPLOAD_DESCRIPTION = """Upload a Harbor run: the job directories as one archive
 metadata file (`metadata`, or a `metadata.yaml` at the archive root).
 
     tar czf run.tar.gz -C jobs .
-    curl -H "Authorization: Token $HAB_TOKEN" -H "Idempotency-Key: $(uuidgen)" \\
+    key=$(python3 -c 'import uuid; print(uuid.uuid4())')   # keep it to retry the same upload
+    curl -H "Authorization: Token $HAB_TOKEN" -H "Idempotency-Key: $key" \\
         -F archive=@run.tar.gz -F metadata=@metadata.yaml <site>/api/v1/submissions/
 
 201: accepted and queued for verification; follow `url` (the status page) or
@@ -164,7 +165,8 @@ class SubmissionCollectionApi(APIView):
         request={"multipart/form-data": InputSerializer},
         parameters=[OpenApiParameter(
             "Idempotency-Key", str, OpenApiParameter.HEADER,
-            description="any unique string, e.g. $(uuidgen): a retry returns the first answer")],
+            description="any unique string, such as a UUID: a retry with the same key "
+                        "returns the first answer")],
         responses={201: OutputSerializer, 400: _Refused, 401: _Unauthorized, 409: _Error,
                    413: _Error, 429: _Error},
         operation_id="submissions_create",

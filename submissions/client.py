@@ -10,7 +10,8 @@ it. Exit status: 0 verified or published, 1 refused, discrepancy, failed or reje
 Run it from the repository as `.venv/bin/python -m submissions.client ...`, or copy this one
 file anywhere and run `python3 client.py ...`. Equivalent curl:
 
-    curl -H "Authorization: Token $TOKEN" -H "Idempotency-Key: $(uuidgen)" \
+    key=$(python3 -c 'import uuid; print(uuid.uuid4())')
+    curl -H "Authorization: Token $TOKEN" -H "Idempotency-Key: $key" \
          -F archive=@run.tar.gz -F metadata=@metadata.yaml $URL/api/v1/submissions/
 """
 

@@ -323,7 +323,7 @@ def test_the_api_documentation_describes_the_upload_as_it_answers(synthetic, tmp
     upload = schema["paths"]["/api/v1/submissions/"]["post"]
     submit_page = html.unescape(client.get("/submit/").content.decode())
     for line in upload["description"].splitlines():
-        if line.strip().startswith(("tar ", "curl ", "-F ")):
+        if line.strip().startswith(("tar ", "key=", "curl ", "-F ")):
             assert line.strip().replace("<site>", "http://testserver") in submit_page, line
 
     def documented(status: str) -> set[str]:
@@ -340,3 +340,44 @@ def test_the_api_documentation_describes_the_upload_as_it_answers(synthetic, tmp
     _bv, tasks = synthetic
     accepted = _post(token, _job_archive(tmp_path, tasks), build_metadata())
     assert accepted.status_code == 201 and set(accepted.json()) == documented("201")
+
+
+def test_the_submit_pages_curl_upload_runs_as_typed(live_server, transactional_db, settings,
+                                                    tmp_path, owner):
+    """The Submit page's archive-and-curl block, copied verbatim and run by bash with only the
+    system's PATH (no uuidgen, which Debian installs only with uuid-runtime): accepted, with an
+    Idempotency-Key, and the same block run again is answered with the same submission."""
+    import html
+    import shutil
+    import subprocess
+
+    if shutil.which("curl") is None:
+        pytest.fail("curl is needed: apt-get install curl")
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
+    call_command("sync_tasks", verbosity=0)
+    from evaluation.models import BenchmarkVersion
+
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    build_job_dir(tmp_path / "jobs", {t.name: t.content_digest for t in bv.tasks.all()},
+                  attempts=3, agent="codex", model=MODEL)
+    (tmp_path / "metadata.yaml").write_text(yaml.safe_dump(build_metadata()))
+    page = Client().get("/submit/", HTTP_HOST=live_server.url.split("//")[1])
+    page = html.unescape(page.content.decode())
+    block = next(pre.split(">", 1)[1] for pre in page.split("<pre")[1:]
+                 if pre.split(">", 1)[1].startswith("tar czf run.tar.gz")).split("</pre>")[0]
+    assert live_server.url + "/api/v1/submissions/" in block
+    env = {"PATH": "/usr/bin:/bin", "HAB_TOKEN": token_issue(user=owner)[1]}
+    run = subprocess.run(["bash", "-euc", block], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    # curl's progress meter goes to stderr; nothing else may.
+    assert run.returncode == 0 and "not found" not in run.stderr, run.stderr
+    first = json.loads(run.stdout)
+    assert first["status"] == "queued", first
+    key = Submission.objects.get(pk=first["id"]).idempotency_key
+    assert len(key) == 36, key  # a UUID was sent
+    # A retry with the key kept, as the page says: the same answer, no second upload.
+    retry = "\n".join(line for line in block.splitlines() if not line.startswith("key="))
+    run = subprocess.run(["bash", "-euc", retry], cwd=tmp_path, env={**env, "key": key},
+                         capture_output=True, text=True, timeout=120)
+    assert json.loads(run.stdout) == first and Submission.objects.count() == 1
