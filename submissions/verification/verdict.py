@@ -219,4 +219,6 @@ def verification_progress(*, submission: Submission) -> dict:
         "infra": {"done": done["infra"]},
         "verdict": job.verdict,
         "summary": job.summary,
+        # The headline without its leading "<verdict>: ", which the page shows beside it.
+        "detail": str((job.summary or {}).get("headline", "")).removeprefix(f"{job.verdict}: "),
     }

@@ -6,6 +6,7 @@ import tarfile
 import pytest
 import yaml
 from django.core.management import call_command
+from playwright.sync_api import expect
 
 from tests.conftest import TEST_OUTPUT
 from tests.leaderboard.test_browser import chromium
@@ -68,4 +69,94 @@ def test_sign_up_token_upload_and_status_page(site, tmp_path):
         assert page.locator('[data-field="progress"]').inner_text() == "0/21"
         TEST_OUTPUT.mkdir(exist_ok=True)
         page.screenshot(path=str(TEST_OUTPUT / "submission-status.png"), full_page=True)
+        assert problems == []
+
+
+def _in_another_thread(fn):
+    """The ORM outside Playwright's event loop (its sync API runs one in this thread)."""
+    import threading
+
+    from django.db import connection
+
+    errors = []
+
+    def run():
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - raised again in the test's thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+def test_the_open_status_page_follows_each_step_to_the_verdict(site, tmp_path):
+    """Opened while queued and never reloaded by hand, the status page shows the job start, its
+    checks counting up, then the verdict (once, not "checked: checked: ...") and the history
+    line, as the worker writes them (they once stayed as they were when the page opened)."""
+    from submissions.models import JobStatus, Submission, SubmissionStatus, TrialCheck
+    from submissions.states import submission_transition
+
+    archive, meta = _files(tmp_path)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        problems = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(site + "/accounts/signup/")
+        page.fill("#id_username", "bob")
+        page.fill("#id_email", "bob@example.org")
+        page.fill("#id_password1", "a-Long-passw0rd!")
+        page.fill("#id_password2", "a-Long-passw0rd!")
+        page.click("button[type=submit]")
+        page.wait_for_url("**/account/")
+        page.goto(site + "/submit/")
+        page.set_input_files("#id_archive", str(archive))
+        page.set_input_files("#id_metadata", str(meta))
+        page.click('[data-testid="upload-form"] button[type=submit]')
+        page.wait_for_url("**/submissions/*/")
+        pk = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        assert page.locator('[data-field="job-status"]').inner_text() == "pending"
+
+        def start():
+            sub = Submission.objects.get(pk=pk)
+            sub.verification_jobs.update(status=JobStatus.RUNNING, attempt=1)
+            submission_transition(submission=sub, to_status=SubmissionStatus.VERIFYING,
+                                  note="verification job started")
+
+        _in_another_thread(start)
+        expect(page.locator('[data-field="job-status"]')).to_have_text("running", timeout=15000)
+        assert page.locator('[data-field="status"]').inner_text() == "verifying"
+        assert "verification job started" in page.locator('[data-testid="events"]').inner_text()
+
+        def regrade_two():
+            sub = Submission.objects.get(pk=pk)
+            job = sub.verification_jobs.get()
+            for trial in sub.trials.order_by("pk")[:2]:
+                TrialCheck.objects.create(job=job, trial=trial, kind="regrade", status="match",
+                                          benchmark_task=trial.benchmark_task,
+                                          claimed_reward=1.0, verified_reward=1.0)
+            Submission.objects.filter(pk=pk).update(trials_done=2)
+
+        _in_another_thread(regrade_two)
+        expect(page.locator('[data-field="regraded"]')).to_have_text("2", timeout=15000)
+        assert page.locator('[data-field="progress"]').inner_text() == "2/21"
+
+        def verdict():
+            sub = Submission.objects.get(pk=pk)
+            sub.verification_jobs.update(status=JobStatus.DONE, verdict="checked", summary={
+                "headline": "checked: 21/21 re-grades match"})
+            submission_transition(submission=sub, to_status=SubmissionStatus.CHECKED,
+                                  note="checked: 21/21 re-grades match")
+
+        _in_another_thread(verdict)
+        expect(page.locator('[data-field="job-status"]')).to_have_text("done", timeout=15000)
+        text = page.locator('[data-testid="verification"]').inner_text()
+        assert "verdict: checked: 21/21 re-grades match" in text, text
+        assert "checked: checked" not in text
+        assert "verifying → checked" in page.locator('[data-testid="events"]').inner_text()
         assert problems == []

@@ -1,22 +1,37 @@
-// Live status: polls the submission's JSON every 3 s and updates the page until a final state.
+// Live status: polls the submission's JSON every 3 s. The counters (status, progress, queue
+// position, the verification job's checks) change in place; when the status or the job's state
+// changes, the page is reloaded once, so the verdict, the badge, the history and the trials
+// table are the server's, never left as they were when the page was opened.
 (function () {
   "use strict";
   var box = document.querySelector('[data-testid="submission-status"]');
   if (!box) { return; }
   var FINAL = ["rejected", "published", "withdrawn"];
+  function field(name) { return document.querySelector('[data-field="' + name + '"]'); }
+  function text(name) { var el = field(name); return el ? el.textContent.trim() : null; }
+  function put(name, value) { var el = field(name); if (el) { el.textContent = value; } }
+  var shown = {status: text("status"), job: text("job-status")};
   function render(doc) {
-    box.querySelector('[data-field="status"]').textContent = doc.status;
-    box.querySelector('[data-field="progress"]').textContent =
-      doc.progress.done + "/" + doc.progress.total;
-    box.querySelector('[data-field="queue_position"]').textContent =
-      doc.queue_position === null ? "–" : String(doc.queue_position);
+    put("status", doc.status);
+    put("progress", doc.progress.done + "/" + doc.progress.total);
+    put("queue_position", doc.queue_position === null ? "–" : String(doc.queue_position));
+    var v = doc.verification || {};
+    if (v.job) {
+      put("job-status", v.status);
+      put("job-attempt", String(v.attempt));
+      put("regraded", String(v.regrade.done));
+      put("replayed", String(v.replay.done));
+      put("screened", String(v.screen.done));
+      put("rerun", String(v.rerun.done));
+    }
+    return doc.status !== shown.status || (v.job ? v.status : null) !== shown.job;
   }
   function poll() {
     fetch(box.dataset.statusUrl, {credentials: "same-origin", headers: {Accept: "application/json"}})
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (doc) {
         if (!doc) { return; }
-        render(doc);
+        if (render(doc)) { window.location.reload(); return; }
         if (FINAL.indexOf(doc.status) === -1) { window.setTimeout(poll, 3000); }
       })
       .catch(function () { window.setTimeout(poll, 10000); });
