@@ -207,7 +207,8 @@ def _rank_entries(benchmark_version: BenchmarkVersion) -> int:
     # Explicit tie-breaks: more successes, cheaper, earlier, then the older submission.
     rows.sort(key=lambda r: (-r[1], -r[2], r[3] or Decimal(10**9), r[4] or r[5].date(), r[6]))
     ranks = stats.competition_ranks([r[1] for r in rows])
-    groups = stats.tie_groups_vectorised([r[7] for r in rows], settings.LEADERBOARD_TIE_ALPHA)
+    groups = stats.tie_groups_vectorised([r[7] for r in rows], settings.LEADERBOARD_TIE_ALPHA,
+                                         rates=[r[1] for r in rows])
     changed = [(r[0], rank, group) for r, rank, group in zip(rows, ranks, groups, strict=True)
                if (r[8], r[9]) != (rank, group)]
     _write_ranks(changed)

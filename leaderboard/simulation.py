@@ -38,6 +38,9 @@ GAPS = (0.02, 0.05, 0.10)
 GAP_BASE = 0.30
 EQUAL_RATE = 0.30
 EQUAL_SIZES = (2, 5, 10)
+# A ten-agent board like the paper's: the two agents studied plus eight at the paper's published
+# success rates (its 32% and 28% agents left out: the pair at 30% and 30% + gap take their place).
+PAPER_OTHERS = (0.42, 0.36, 0.35, 0.27, 0.22, 0.19, 0.17, 0.16)
 INFRA_RATE = 0.05  # the share of attempts an upload may lose to infrastructure errors
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(61)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
@@ -205,15 +208,15 @@ INTERVALS = {
     INTERVAL_BEFORE: lambda per_task, strata: stats.clustered_rate(per_task),
     INTERVAL_SITE: lambda per_task, strata: stats.clustered_rate(per_task, strata),
 }
-# A tie rule is called with (per-task rates in rank order, alpha, number of agents ranked).
-TIE_BEFORE = "paired t vs leader, unadjusted (before)"
-TIE_SITE = "paired t vs leader, Bonferroni over pairs (site)"
+# A tie rule is called with (per-task rates in rank order, alpha, success rates in rank order).
+TIE_BEFORE = "paired t vs leader, Bonferroni over all pairs (before)"
+TIE_SITE = "step-down from the leader, Bonferroni within the set (site)"
 TIE_RULES = {
-    TIE_BEFORE: lambda rates, alpha, family: stats.tie_groups_vectorised(rates, alpha, family=2),
-    TIE_SITE: lambda rates, alpha, family: stats.tie_groups_vectorised(rates, alpha,
-                                                                      family=family),
+    TIE_BEFORE: lambda rates, alpha, pooled: stats.tie_groups_all_pairs_vectorised(rates, alpha),
+    TIE_SITE: lambda rates, alpha, pooled: stats.tie_groups_vectorised(rates, alpha,
+                                                                      rates=pooled),
 }
-POWER_BOARDS = (2, 10)  # power of a pair ranked among this many agents
+POWER_BOARDS = (2, 10)  # a pair alone, or the pair among PAPER_OTHERS
 
 
 def _agents() -> list[tuple[str, float]]:
@@ -221,6 +224,7 @@ def _agents() -> list[tuple[str, float]]:
     agents = [("rate", r) for r in TRUE_RATES]
     agents += [("gap-base", GAP_BASE)] + [(f"gap{g}", GAP_BASE + g) for g in GAPS]
     agents += [("equal", EQUAL_RATE)] * max(EQUAL_SIZES)
+    agents += [("paper", r) for r in PAPER_OTHERS]
     return agents
 
 
@@ -238,6 +242,7 @@ def simulate(shape: Shape, *, boards: int, seed: int, alpha: float = 0.05,
     cover = {(name, r): (_Tally(), _Tally(), _Tally()) for name in intervals for r in TRUE_RATES}
     split = {(name, size): _Tally() for name in tie_rules for size in EQUAL_SIZES}
     pair_split = {name: _Tally() for name in tie_rules}
+    board_split = {name: _Tally() for name in tie_rules}
     power = {(name, g, m): (_Tally(), _Tally()) for name in tie_rules for g in GAPS
              for m in POWER_BOARDS}
     passes = {(kind, infra, r): _Tally() for kind in ("pass@k", "pass^k")
@@ -277,45 +282,53 @@ def simulate(shape: Shape, *, boards: int, seed: int, alpha: float = 0.05,
                 passes[("pass@k", INFRA_RATE, true)].add(stats.pass_at_k(lost_task))
                 passes[("pass^k", INFRA_RATE, true)].add(stats.pass_hat_k(lost_task))
             board = succ_l[j]
+            base, others = role_index["gap-base"][0], role_index["paper"]
             for name, rule in tie_rules.items():
                 for size in EQUAL_SIZES:
-                    groups = _groups(rule, board, role_index["equal"][:size], k, alpha, size)
+                    groups = _groups(rule, board, role_index["equal"][:size], k, alpha)
                     split[(name, size)].add(len(set(groups)) > 1)
                     if size == max(EQUAL_SIZES):
                         g = np.array(groups)
                         same = (g[:, None] == g[None, :]).sum() - size
                         pair_split[name].add(1 - same / (size * (size - 1)))
-                base = role_index["gap-base"][0]
+                groups = _groups(rule, board, [base, role_index["equal"][0], *others], k, alpha)
+                board_split[name].add(groups[0] != groups[1])
                 for g in GAPS:
                     better = role_index[f"gap{g}"][0]
                     for m in POWER_BOARDS:
-                        groups, order = _groups(rule, board, [base, better], k, alpha, m,
+                        members = [base, better] + (others if m > 2 else [])
+                        groups, order = _groups(rule, board, members, k, alpha,
                                                 with_order=True)
                         separated = groups[0] != groups[1]
                         sep, right = power[(name, g, m)]
                         sep.add(separated)
-                        right.add(separated and order[0] == better)
-    return _rows(shape, boards, cover, split, pair_split, power, passes)
+                        right.add(separated and order.index(better) < order.index(base))
+    return _rows(shape, boards, cover, split, pair_split, board_split, power, passes)
 
 
-def _groups(rule, board, members: list[int], k: int, alpha: float, family: int,
-            with_order: bool = False):
-    """Tie groups of ``members`` (agent indexes) ranked as the site ranks them, by pooled
-    success rate (all attempts scored here; ties in their listed order), on a leaderboard of
-    ``family`` agents."""
+def _groups(rule, board, members: list[int], k: int, alpha: float, with_order: bool = False):
+    """Tie groups of ``members`` (agent indexes), the only agents on the leaderboard, ranked as
+    the site ranks them, by pooled success rate (all attempts scored here; ties in their listed
+    order)."""
     order = sorted(members, key=lambda i: -sum(board[i]))
+    n_tasks = len(board[members[0]])
     groups = rule([{str(t): s / k for t, s in enumerate(board[i])} for i in order], alpha,
-                  family)
+                  [sum(board[i]) / (k * n_tasks) for i in order])
     by_member = dict(zip(order, groups, strict=True))
     out = [by_member[i] for i in members]
     return (out, order) if with_order else out
 
 
 def _power_scenario(gap: float, ranked: int) -> str:
-    return f"{GAP_BASE:.0%} vs {GAP_BASE + gap:.0%} ({gap * 100:.0f} points), {ranked} agents ranked"
+    board = "2 agents ranked" if ranked == 2 else f"{ranked} agents ranked (8 at the paper's rates)"
+    return f"{GAP_BASE:.0%} vs {GAP_BASE + gap:.0%} ({gap * 100:.0f} points), {board}"
 
 
-def _rows(shape, boards, cover, split, pair_split, power, passes) -> list[Row]:
+BOARD_SPLIT_SCENARIO = (f"2 agents at {EQUAL_RATE:.0%}, 10 agents ranked "
+                        "(8 at the paper's rates)")
+
+
+def _rows(shape, boards, cover, split, pair_split, board_split, power, passes) -> list[Row]:
     rows: list[Row] = []
     for (name, r), (hit, width, cond) in cover.items():
         scen = f"true rate {r:.0%}"
@@ -330,6 +343,9 @@ def _rows(shape, boards, cover, split, pair_split, power, passes) -> list[Row]:
         rows.append(Row("equal pairs in different groups",
                         f"{max(EQUAL_SIZES)} agents at {EQUAL_RATE:.0%}", name, t.mean, t.se,
                         None, t.n))
+    for name, t in board_split.items():
+        rows.append(Row("equal agents split", BOARD_SPLIT_SCENARIO, name, t.mean, t.se, None,
+                        t.n))
     for (name, g, m), (sep, right) in power.items():
         scen = _power_scenario(g, m)
         rows.append(Row("power: separated", scen, name, sep.mean, sep.se, None, sep.n))
@@ -413,11 +429,17 @@ def committed_table(path: Path = CSV_PATH) -> dict:
         "coverage": coverage,
         "coverage_min": min(now),
         "coverage_max": max(now),
-        "splits": paired("equal agents split", TIE_BEFORE, TIE_SITE)
-                  + paired("equal pairs in different groups", TIE_BEFORE, TIE_SITE),
+        "splits": [dict(s, label="equal agents split into more than one group")
+                   for s in paired("equal agents split", TIE_BEFORE, TIE_SITE)]
+                  + [dict(s, label="share of equal pairs in different groups")
+                     for s in paired("equal pairs in different groups", TIE_BEFORE, TIE_SITE)],
         "power": paired("power: separated", TIE_BEFORE, TIE_SITE),
         "power_gap10_alone": pick("power: separated", TIE_SITE).get(_power_scenario(0.10, 2)),
         "power_gap10_board": pick("power: separated", TIE_SITE).get(_power_scenario(0.10, 10)),
+        "power_gap10_board_before": pick("power: separated", TIE_BEFORE).get(
+            _power_scenario(0.10, 10)),
+        "board_split": pick("equal agents split", TIE_SITE).get(BOARD_SPLIT_SCENARIO),
+        "board_split_before": pick("equal agents split", TIE_BEFORE).get(BOARD_SPLIT_SCENARIO),
         "bias": biases,
         "max_bias_complete": max(abs(b["bias"]) for b in biases if "lost" not in b["scenario"]),
     }

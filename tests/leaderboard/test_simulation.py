@@ -50,8 +50,17 @@ def test_small_run_keeps_equal_agents_together_with_the_site_tie_rule(small_run)
         scen = f"{size} agents at {simulation.EQUAL_RATE:.0%}"
         now, se = _value(small_run, "equal agents split", simulation.TIE_SITE, scen)
         assert now <= 0.05 + 3 * se, (size, now)
-    before, _ = _value(small_run, "equal agents split", simulation.TIE_BEFORE, "10 agents at 30%")
-    assert before > 0.3  # the unadjusted rule splits ten equal agents most of the time
+    # on a ten-agent board like the paper's the step-down separates a 10-point gap more often
+    # than the all-pairs rule, and splits two equal agents there less often
+    board = simulation._power_scenario(0.10, 10)
+    now, se_now = _value(small_run, "power: separated", simulation.TIE_SITE, board)
+    before, se_before = _value(small_run, "power: separated", simulation.TIE_BEFORE, board)
+    assert now > before + 2 * math.hypot(se_now, se_before), (now, before)
+    split_now, _ = _value(small_run, "equal agents split", simulation.TIE_SITE,
+                          simulation.BOARD_SPLIT_SCENARIO)
+    split_before, _ = _value(small_run, "equal agents split", simulation.TIE_BEFORE,
+                             simulation.BOARD_SPLIT_SCENARIO)
+    assert split_now <= split_before
 
 
 def test_small_run_power_grows_with_the_gap(small_run):
@@ -77,6 +86,10 @@ def test_the_committed_table_has_10000_boards_and_the_site_estimators_within_the
         now, _ = _value(rows, "equal agents split", simulation.TIE_SITE,
                         f"{size} agents at {simulation.EQUAL_RATE:.0%}")
         assert now <= 0.05, (size, now)
+    board = simulation._power_scenario(0.10, 10)
+    now, _ = _value(rows, "power: separated", simulation.TIE_SITE, board)
+    before, _ = _value(rows, "power: separated", simulation.TIE_BEFORE, board)
+    assert now > before, (now, before)
 
 
 def test_fit_shape_recovers_the_spread_of_a_known_benchmark():

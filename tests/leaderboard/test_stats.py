@@ -116,12 +116,84 @@ def test_one_task_strata_are_pooled():
     assert stats.clustered_rate(per_task, ["x"] * 4) == stats.clustered_rate(per_task)
 
 
-def test_bonferroni_tie_rule_keeps_a_borderline_gap_together_on_a_larger_board():
+def test_all_pairs_tie_rule_keeps_a_borderline_gap_together_on_a_larger_board():
+    """The rule before the step-down from the leader (kept for the simulation's "before" column)."""
     tasks = [str(i) for i in range(12)]
     top = dict(zip(tasks, [1, 1, 1, 1, 1, 1, 2 / 3, 2 / 3, 1 / 3, 1 / 3, 0, 0], strict=True))
     low = dict(zip(tasks, [1, 2 / 3, 1, 1 / 3, 1, 2 / 3, 1 / 3, 2 / 3, 0, 1 / 3, 0, 0], strict=True))
     p = stats.paired_p_value([top[k] for k in tasks], [low[k] for k in tasks])
     assert 0.001 < p < 0.05
-    assert stats.tie_groups([top, low], alpha=0.05) == [1, 2]
-    assert stats.tie_groups([top, low], alpha=0.05, family=10) == [1, 1]
-    assert stats.tie_groups_vectorised([top, low], 0.05, family=10) == [1, 1]
+    assert stats.tie_groups_all_pairs([top, low], alpha=0.05) == [1, 2]
+    assert stats.tie_groups_all_pairs([top, low], alpha=0.05, family=10) == [1, 1]
+    assert stats.tie_groups_all_pairs_vectorised([top, low], 0.05, family=10) == [1, 1]
+    # the step-down tests a set of two agents at alpha, however many are ranked below
+    far = dict.fromkeys(tasks, 0.0)
+    assert stats.tie_groups([top, low] + [far] * 8, alpha=0.05) == [1, 2] + [3] * 8
+    assert stats.tie_groups_all_pairs([top, low] + [far] * 8, alpha=0.05) == [1, 1] + [2] * 8
+
+
+def _by_task(values):
+    return {f"t{i}": v for i, v in enumerate(values)}
+
+
+def _both(board, rates=None):
+    """The reference and the vectorised step-down agree; their groups."""
+    groups = stats.tie_groups(board, 0.05, rates=rates)
+    assert stats.tie_groups_vectorised(board, 0.05, block=2, rates=rates) == groups
+    return groups
+
+
+def test_step_down_separates_a_gap_the_all_pairs_rule_kept():
+    # Six tasks. A solves everything; B is 1/3 lower on four tasks: diffs (1/3 x4, 0 x2), mean
+    # 2/9, variance (4 (1/9)^2 + 2 (2/9)^2)/5 = 0.0296296, t = 0.22222 / sqrt(0.0296296/6) = 3.1623.
+    # C solves nothing: constant difference 1 from A (certain), t(B - C) = 0.77778/0.070273 = 11.07.
+    # Critical values (df 5): a set of 2 agents t(1 - 0.05/2) = 2.5706; of 3 agents (3 pairs)
+    # t(1 - 0.05/6) = 3.5341. Step-down from the leader: {A, B} differ (3.16 > 2.57), B leads
+    # group 2; {B, C} differ: [1, 2, 3]. All pairs (K = 3): 3.16 < 3.53, B joins A; C starts
+    # group 2: [1, 1, 2].
+    a, b, c = _by_task([1] * 6), _by_task([2 / 3, 2 / 3, 2 / 3, 1, 1, 2 / 3]), _by_task([0] * 6)
+    assert _both([a, b, c]) == [1, 2, 3]
+    assert stats.tie_groups_all_pairs([a, b, c], 0.05) == [1, 1, 2]
+
+
+def test_the_level_follows_the_set_from_the_leader():
+    # A all solved; B 1/3 lower on one task: diffs (0 x5, 1/3), mean 1/18, variance
+    # (5 (1/18)^2 + (5/18)^2)/5 = 0.0185185, t = 0.05556/0.05556 = 1.0: tied. C is the B above of
+    # the previous test (t = 3.1623 from A), ranked third: the set {A, B, C} has 3 pairs, critical
+    # value 3.5341 > 3.16, so C stays in A's group; ranked right after A (a set of two, 2.5706)
+    # it leads a group of its own.
+    a, b = _by_task([1] * 6), _by_task([1, 1, 1, 1, 1, 2 / 3])
+    c = _by_task([2 / 3, 2 / 3, 2 / 3, 1, 1, 2 / 3])
+    assert _both([a, b, c]) == [1, 1, 1]
+    assert _both([a, c]) == [1, 2]
+
+
+def test_equal_success_rates_share_a_group_whatever_their_order():
+    # Eight tasks. A all solved (rate 1). B' solves six and misses two (rate 0.75): diffs from A
+    # (0 x6, 1 x2), mean 0.25, variance (6 (0.25)^2 + 2 (0.75)^2)/7 = 0.2142857, t = 1.5275.
+    # B is 1/3 lower on six tasks (rate 0.75 too): diffs (1/3 x6, 0 x2), mean 0.25, variance
+    # (6 (1/12)^2 + 2 (1/4)^2)/7 = 0.0238095, t = 4.5826. D solves nothing. Critical values
+    # (df 7): 2 agents 2.3646, 3 agents 3.1276. Without the rates the order decides: A, B', B
+    # keeps B' with A (1.53) and puts B (4.58 > 3.13) in a group apart from B' at the same rate.
+    # With the rates B' and B are one run, tested as the set of three: B differs, so the run
+    # leads group 2 in either order; D differs from the run's leader (t(B' - D) = 0.75/0.16366
+    # = 4.58, t(B - D) = 0.75/0.05455 = 13.7, both > 2.3646): [1, 2, 2, 3].
+    a, b_prime = _by_task([1] * 8), _by_task([1] * 6 + [0, 0])
+    b, d = _by_task([2 / 3] * 6 + [1, 1]), _by_task([0] * 8)
+    assert _both([a, b_prime, b, d]) == [1, 1, 2, 3]
+    rates = [1.0, 0.75, 0.75, 0.0]
+    assert _both([a, b_prime, b, d], rates=rates) == [1, 2, 2, 3]
+    assert _both([a, b, b_prime, d], rates=rates) == [1, 2, 2, 3]
+    assert stats.competition_ranks(rates) == [1, 2, 2, 4]
+    # the leader's own run is always its group: A and a copy of it at the same rate
+    assert _both([a, dict(a), b_prime], rates=[1.0, 1.0, 0.75]) == [1, 1, 1]
+
+
+def test_agents_without_two_shared_tasks_cannot_differ_from_the_leader():
+    # E shares one task with A: no test, it stays in the group it is ranked in.
+    a, d = _by_task([1] * 6), _by_task([0] * 6)
+    e = {"t0": 0.0}
+    assert _both([a, e, d]) == [1, 1, 2]
+    assert _both([a, d, e]) == [1, 2, 2]
+    with pytest.raises(ValueError):
+        stats.tie_groups([a, d], 0.05, rates=[1.0])

@@ -29,14 +29,19 @@ def _leaderboard(seed: int, n_agents: int, n_tasks: int = 12) -> list[dict[str, 
 @pytest.mark.parametrize("seed", range(40))
 def test_vectorised_tie_groups_equal_the_reference(seed):
     rates = _leaderboard(seed, n_agents=1 + seed * 3)
+    pooled = [sum(r.values()) / max(len(r), 1) for r in rates]
     for alpha in (0.05, 0.2):
         assert stats.tie_groups_vectorised(rates, alpha, block=7) == stats.tie_groups(rates, alpha)
+        assert stats.tie_groups_vectorised(rates, alpha, block=7, rates=pooled) == \
+            stats.tie_groups(rates, alpha, rates=pooled)
+        assert stats.tie_groups_all_pairs_vectorised(rates, alpha, block=7) == \
+            stats.tie_groups_all_pairs(rates, alpha)
 
 
 def test_edge_cases():
     assert stats.tie_groups_vectorised([], 0.05) == []
     assert stats.tie_groups_vectorised([{"a": 1.0}], 0.05) == [1]
-    # one shared task only: never significantly different
+    # one shared task only: no test, the agent stays in the group it follows
     assert stats.tie_groups_vectorised([{"a": 1.0, "b": 1.0}, {"a": 0.0}], 0.05) == [1, 1]
     # constant, non-zero differences: certain
     assert stats.tie_groups_vectorised([{"a": 1.0, "b": 1.0}, {"a": 0.0, "b": 0.0}],
