@@ -401,6 +401,19 @@ class _Checks:
                 self._awaiting_judge(CheckKind.REGRADE, trial, exc)
                 self._progress()
                 return
+            except (runner.ImageBuildError, runner.TaskEnvironmentError) as exc:
+                if not no_claim or self.rescore:
+                    raise
+                # An unconfirmed claimed infrastructure error (not re-attempted: over the cap)
+                # whose environment fails: not graded; it stays a failure, the row says why.
+                with transaction.atomic():
+                    self._record(CheckKind.REGRADE, trial=trial, res=_Result(
+                        CheckStatus.ERROR, reason=(
+                            f"not graded: the task environment failed ({exc}); the claimed "
+                            "infrastructure error is not confirmed (not re-attempted), so the "
+                            "trial counts as a failure")[:5000]))
+                self._progress()
+                return
         verified = v.reward if v.reward is not None else 0.0
         match = no_claim or _same(verified, claimed)
         reason = "" if match else f"re-grade gives {verified:g}, the submission claims {claimed:g}"

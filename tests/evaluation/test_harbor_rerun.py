@@ -192,11 +192,12 @@ def oracle(tmp_path_factory, docker_engine):
     return vs.oracle_outputs(tmp_path_factory.mktemp("oracle-outputs"), only=[CT])
 
 
-def _terminus_submission(bv, oracle, model: str):
+def _terminus_submission(bv, oracle, model: str, *, claims: dict | None = None,
+                         attempts: int = ATTEMPTS):
     from evaluation.models import Agent, AIModel, Harness
 
     sub = vs.make_submission(bv, outputs=oracle, harness="terminus-2", tasks=[CT],
-                             attempts=ATTEMPTS)
+                             attempts=attempts, claims=claims)
     m, _ = AIModel.objects.get_or_create(slug=model, defaults={"display_name": model,
                                                                "provider": "stub"})
     agent = Agent.objects.create(
@@ -205,7 +206,8 @@ def _terminus_submission(bv, oracle, model: str):
                   # the submission's own endpoint and key: ignored by the site
                   "kwargs": {"api_base": "http://203.0.113.9/v1", "temperature": 0.0,
                              "record_terminal_session": False}},
-        settings_digest=model, display_name=f"terminus-2 ({model})", slug=f"terminus-2-{model}")
+        settings_digest=f"{model}-{sub.pk}", display_name=f"terminus-2 ({model}, {sub.pk})",
+        slug=f"terminus-2-{model}-{sub.pk}")
     sub.agent = agent
     sub.save(update_fields=["agent"])
     return sub
@@ -295,3 +297,44 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     print("\n" + line)
     vs.TEST_OUTPUT.mkdir(exist_ok=True)
     (vs.TEST_OUTPUT / "harbor-rerun-timing.txt").write_text(line + "\n")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claimed_infrastructure_error_reattempted_through_harbor(settings, media_root,
+                                                                  rerun_worker, oracle,
+                                                                  stub_models):
+    """A terminus-2 submission reports one trial as an infrastructure error: the site
+    re-attempts it with the real Harbor CLI (the submission's harness and model, the site's
+    endpoint), the trial completes normally, so the claim is not confirmed: a failure."""
+    from django.db import transaction
+
+    from submissions.models import CheckKind, Submission, TrialCheck
+    from submissions.verification import verification_enqueue
+
+    settings.MEDIA_ROOT = str(media_root)
+    settings.VERIFICATION_QUEUE = rerun_worker.queue
+    settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
+    settings.VERIFICATION_CHECKS = ["regrade"]
+    vs.point_celery_at(vs.BROKER_URL)
+    bv = vs.synthetic_version()
+    before = stub_models.count("stub-solves")
+    with transaction.atomic():
+        sub = _terminus_submission(bv, oracle, "stub-solves", attempts=2,
+                                   claims={(CT, 2): "infra"})
+        verification_enqueue(submission=sub)
+    sub = vs.wait_for(lambda: Submission.objects.filter(
+        pk=sub.pk, status__in=("verified", "checked", "discrepancy", "failed")).first(),
+        900, f"submission {sub.pk}", worker=rerun_worker, interval=2)
+    check = TrialCheck.objects.get(trial__submission=sub, kind=CheckKind.INFRA)
+    assert check.status == "mismatch", (check.reason, rerun_worker.tail())
+    assert check.detail["mode"] == "harbor" and check.detail["agent"] == "terminus-2"
+    assert check.reason.startswith("not confirmed: the site re-ran terminus-2 with the real "
+                                   "Harbor CLI and it completed normally (verifier reward 1)")
+    assert stub_models.count("stub-solves") >= before + 3  # the harness asked the site's model
+    trial = check.trial
+    trial.refresh_from_db()
+    # Its submitted output is the oracle's: the site grades it a pass, not an infra error.
+    assert (trial.claimed_outcome, trial.infra_confirmed, trial.outcome) == (
+        "infra_error", False, "passed")
+    print(f"\nHarbor re-attempt of a claimed infrastructure error: {check.duration_s:.1f} s "
+          f"(harbor job {check.detail['harbor_job_s']:.1f} s)")

@@ -10,7 +10,9 @@ containers.
   claims are confirmed: they leave the denominator, and the published leaderboard row says so
   (hand-checked numbers).
 * The cap: with VERIFICATION_INFRA_REATTEMPT_MAX = 1 the second claim is not re-attempted, stays
-  a failure, and its check row and the submission page say why.
+  a failure, and its check row and the submission page say why; with the cap at 0 the broken
+  environment's claims are not re-attempted either: not graded (the environment fails), they
+  stay failures and the job still ends.
 
 Needs PostgreSQL (the worker shares the test database) and Docker.
 """
@@ -238,3 +240,28 @@ def test_over_the_cap_is_not_attempted_and_stays_a_failure(settings, oracle, on_
     page = client.get(f"/submissions/{sub.pk}/").content.decode()
     assert "not re-attempted: the site re-attempts at most 1 claimed" in page
     assert page.count("not confirmed: counted as a failure") == 2
+
+
+def test_over_the_cap_on_a_broken_environment_stays_a_failure(settings, oracle, broken_package,
+                                                             on_worker):
+    from django.db import transaction
+
+    from submissions.models import CheckKind, CheckStatus, TrialCheck
+    from submissions.verification import verification_enqueue
+
+    settings.VERIFICATION_INFRA_REATTEMPT_MAX = 0
+    bv = vs.synthetic_version()
+    _broken_task(bv, broken_package)
+    with transaction.atomic():
+        sub = vs.make_submission(
+            bv, outputs={CT: oracle[CT], BROKEN: oracle[CT]}, harness="closed-harness",
+            attempts=1, tasks=[CT, BROKEN], claims={(BROKEN, 1): "infra"})
+        verification_enqueue(submission=sub)
+    sub = _wait_final(sub, on_worker)
+    assert sub.status == "checked", (sub.status_reason, on_worker.tail())
+    t = sub.trials.get(benchmark_task__name=BROKEN)
+    assert (t.outcome, t.infra_confirmed, t.verified_reward) == ("failed", False, None)
+    assert _infra_checks(sub)[(BROKEN, 1)].status == CheckStatus.SKIPPED
+    regrade = TrialCheck.objects.get(trial=t, kind=CheckKind.REGRADE)
+    assert regrade.status == CheckStatus.ERROR and "the task environment failed" in regrade.reason
+    assert sub.coverage["counted"] == 2 and sub.coverage["regraded"] == 1
