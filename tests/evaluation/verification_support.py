@@ -140,7 +140,9 @@ class Worker:
             cwd=REPO, env=self.env(), stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.time() + 60
+        # A cold start takes about a minute when the shared 2-core machine is loaded (58 s
+        # measured at load average 20): wait longer than that before calling it failed.
+        deadline = time.time() + 180
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"worker exited: {self.log_path.read_text()[-3000:]}")
