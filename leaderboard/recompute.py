@@ -1,0 +1,388 @@
+"""The agent rows of the aggregate rebuild, set-based (issue 12): called by
+``services.leaderboard_recompute`` inside its transaction, for every agent or a few.
+
+1. One ``GROUP BY (submission, task)`` over the trials of the latest published submissions
+   fills a temporary table of task cells (outcome codes in attempt order, counts, sums).
+2. Its numbers are read in one query (PostgreSQL: binary COPY read straight into numpy) and
+   every agent's statistics computed at once by ``stats_arrays`` (the same floats as
+   ``stats``, bit for bit), then the entries and category entries are inserted in one
+   statement each (PostgreSQL: ``INSERT ... SELECT FROM unnest(arrays)``).
+3. The task cells go from the temporary table to ``TaskCell`` with ``INSERT ... SELECT``; the
+   few cells with an integrity flag get their per-attempt flags afterwards.
+
+SQLite (tests, ``make run``) runs the same SQL where it can (no ``string_agg ... ORDER BY``,
+no COPY, no arrays: per-attempt CASE columns, plain fetches, bulk_create).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+
+import numpy as np
+from django.db import connection
+
+from evaluation.models import BenchmarkVersion, Group
+from leaderboard import stats_arrays
+from leaderboard.models import CategoryEntry, LeaderboardEntry, TaskCell
+from submissions.models import OUTCOME_CODES, Outcome, Submission, Trial, coverage_badge
+
+CELLS = "lb_recompute_cells"
+_CENT = Decimal("0.0001")
+# The per-cell numbers read back, in this order (all integers but the duration sum).
+_NUMBERS = ["successes", "present", "infra", "timeouts", "agent_errors", "claimed_passes",
+            "claimed_infra", "flagged", "cost_n", "dur_n", "out_n", "out_sum"]
+
+
+def entries_insert(*, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None,
+                   now: datetime) -> None:
+    """Insert the entries, category entries and task cells of the latest published
+    submission of each agent (of ``agent_ids``, or every agent). Ranks are left at 0."""
+    subs = _latest_submissions(benchmark_version, agent_ids)
+    if not subs:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {CELLS}")
+        cursor.execute(*_cells_sql([s[0] for s in subs]))
+        try:
+            arrays = _read_cells(cursor, subs)
+            costs = _read_costs(cursor)
+            computed = _compute(benchmark_version, subs, arrays, costs)
+            _write_entries(cursor, benchmark_version, subs, computed, now)
+            _write_cells(cursor, benchmark_version, now)
+            _write_flags(cursor, benchmark_version, computed["submission_ids"])
+        finally:
+            cursor.execute(f"DROP TABLE IF EXISTS {CELLS}")
+
+
+def _latest_submissions(benchmark_version: BenchmarkVersion, agent_ids: list[int] | None
+                        ) -> list[tuple]:
+    """(pk, agent, coverage, is_verified, is_reconstructed, submitted_on) of the latest
+    published submission per agent, in agent order."""
+    subs = Submission.objects.published().filter(benchmark_version=benchmark_version)
+    if agent_ids is not None:
+        subs = subs.filter(agent_id__in=agent_ids)
+    latest: dict[int, tuple] = {}
+    for row in subs.order_by("agent_id", "-published_at", "-pk").values_list(
+            "pk", "agent_id", "coverage", "is_verified", "is_reconstructed", "submitted_on"):
+        latest.setdefault(row[1], row)
+    return list(latest.values())
+
+
+def _code(column: str) -> str:
+    whens = " ".join(f"WHEN '{o}' THEN '{c}'" for o, c in OUTCOME_CODES.items())
+    return f"CASE {column} {whens} END"
+
+
+def _cells_sql(submission_ids: list[int]) -> tuple[str, list]:
+    """CREATE TEMP TABLE of the task cells: one row per (submission, task)."""
+    site, claimed = _code("t.outcome"), _code("t.claimed_outcome")
+    if connection.vendor == "postgresql":
+        outcomes = f"string_agg({site}, '' ORDER BY t.attempt)"
+        claims = f"COALESCE(string_agg({claimed}, '' ORDER BY t.attempt), '')"
+        empties = f"string_agg(CASE WHEN {site} IS NOT NULL THEN '[]' END, ', ')"
+        flagged = "t.flags <> '[]'::jsonb"
+        where, params = "t.submission_id = ANY(%s::int8[])", [submission_ids]
+        # Durations added in attempt order, whatever the plan (a parallel plan's partial sums
+        # used to change the last bit of a mean now and then).
+        in_order = " ORDER BY t.attempt"
+    else:
+        last = Trial.objects.filter(submission_id__in=submission_ids).order_by(
+            "-attempt").values_list("attempt", flat=True).first() or 0
+        outcomes = " || ".join(
+            [f"COALESCE(MAX(CASE WHEN t.attempt = {k} THEN {site} END), '')"
+             for k in range(1, last + 1)] or ["''"])
+        claims = " || ".join(
+            [f"COALESCE(MAX(CASE WHEN t.attempt = {k} AND {site} IS NOT NULL THEN {claimed} "
+             f"END), '')" for k in range(1, last + 1)] or ["''"])
+        empties = f"group_concat(CASE WHEN {site} IS NOT NULL THEN '[]' END, ', ')"
+        flagged = "t.flags <> '[]'"
+        where = f"t.submission_id IN ({', '.join(['%s'] * len(submission_ids))})"
+        params = list(submission_ids)
+        in_order = ""
+
+    def count(condition: str) -> str:
+        return f"SUM(CASE WHEN {condition} THEN 1 ELSE 0 END)"
+
+    scored = f"t.outcome <> '{Outcome.INFRA_ERROR}'"
+    sql = f"""
+        CREATE TEMP TABLE {CELLS} AS
+        SELECT t.submission_id AS submission_id, t.benchmark_task_id AS benchmark_task_id,
+               COALESCE({outcomes}, '') AS outcomes, {claims} AS claimed_outcomes,
+               '[' || COALESCE({empties}, '') || ']' AS flags,
+               COUNT({site}) AS present,
+               {count(f"t.outcome = '{Outcome.PASSED}'")} AS successes,
+               {count(f"t.outcome = '{Outcome.INFRA_ERROR}'")} AS infra,
+               {count(f"t.outcome = '{Outcome.TIMEOUT}'")} AS timeouts,
+               {count(f"t.outcome = '{Outcome.AGENT_ERROR}'")} AS agent_errors,
+               {count(f"t.claimed_outcome = '{Outcome.PASSED}'")} AS claimed_passes,
+               {count(f"t.claimed_outcome = '{Outcome.INFRA_ERROR}'")} AS claimed_infra,
+               {count(flagged)} AS flagged,
+               SUM(CASE WHEN {scored} THEN t.cost_usd END) AS cost_sum,
+               COUNT(CASE WHEN {scored} THEN t.cost_usd END) AS cost_n,
+               SUM(CASE WHEN {scored} THEN t.duration_s END{in_order}) AS dur_sum,
+               COUNT(CASE WHEN {scored} THEN t.duration_s END) AS dur_n,
+               SUM(CASE WHEN {scored} THEN t.output_tokens END) AS out_sum,
+               COUNT(CASE WHEN {scored} THEN t.output_tokens END) AS out_n
+        FROM {Trial._meta.db_table} t
+        WHERE {where}
+        GROUP BY t.submission_id, t.benchmark_task_id
+    """
+    return sql, params
+
+
+def _read_cells(cursor, subs: list[tuple]) -> dict:
+    """The cells' numbers as (agents x tasks) arrays, tasks in id order (the order the
+    per-task lists of leaderboard/stats.py take them in); a task without a cell is zeros."""
+    select = (f"SELECT submission_id, benchmark_task_id, "
+              f"{', '.join(f'COALESCE({c}, 0)' for c in _NUMBERS)}, COALESCE(dur_sum, 0) "
+              f"FROM {CELLS}")
+    if connection.vendor == "postgresql":
+        # Binary COPY: fixed-width rows read straight into a numpy record array.
+        casts = ", ".join(["submission_id::int8", "benchmark_task_id::int8"]
+                          + [f"COALESCE({c}, 0)::int8" for c in _NUMBERS]
+                          + ["COALESCE(dur_sum, 0)::float8"])
+        fields = ["sub", "task", *_NUMBERS, "dur_sum"]
+        dtype = [("n_fields", ">i2")]
+        for f in fields:
+            dtype += [(f"len_{f}", ">i4"), (f, ">f8" if f == "dur_sum" else ">i8")]
+        data = bytearray()
+        with cursor.cursor.copy(
+                f"COPY (SELECT {casts} FROM {CELLS}) TO STDOUT (FORMAT binary)") as copy:
+            for block in copy:
+                data += block
+        records = np.frombuffer(bytes(data[19:-2]), dtype=np.dtype(dtype))
+        columns = {f: records[f].astype(np.float64 if f == "dur_sum" else np.int64)
+                   for f in fields}
+    else:
+        cursor.execute(select)
+        rows = cursor.fetchall()
+        fields = ["sub", "task", *_NUMBERS, "dur_sum"]
+        columns = {f: np.array([r[i] for r in rows],
+                               dtype=np.float64 if f == "dur_sum" else np.int64)
+                   for i, f in enumerate(fields)}
+    sub_ids = np.array([s[0] for s in subs], dtype=np.int64)
+    order = np.argsort(sub_ids)
+    row = order[np.searchsorted(sub_ids[order], columns["sub"])]
+    task_ids, col = np.unique(columns["task"], return_inverse=True)
+    shape = (len(subs), len(task_ids))
+    out = {"task_ids": task_ids.tolist()}
+    for f in fields[2:]:
+        dense = np.zeros(shape, dtype=columns[f].dtype)
+        dense[row, col] = columns[f]
+        out[f] = dense
+    return out
+
+
+def _read_costs(cursor) -> dict[int, Decimal]:
+    """Each submission's cost over scored attempts, exact (PostgreSQL numeric; SQLite's
+    float sums rounded to cents of a cent per task, as they are stored)."""
+    costs: dict[int, Decimal] = defaultdict(Decimal)
+    if connection.vendor == "postgresql":
+        cursor.execute(f"SELECT submission_id, SUM(cost_sum) FROM {CELLS} "
+                       "WHERE cost_n > 0 GROUP BY submission_id")
+        costs.update(cursor.fetchall())
+        return costs
+    cursor.execute(f"SELECT submission_id, cost_sum FROM {CELLS} WHERE cost_n > 0 "
+                   "ORDER BY submission_id, benchmark_task_id")
+    for sub_id, cost in cursor.fetchall():
+        costs[sub_id] += Decimal(str(cost)).quantize(_CENT)
+    return costs
+
+
+def _none(values: np.ndarray) -> list:
+    return [None if v != v else v for v in values.tolist()]
+
+
+def _compute(benchmark_version: BenchmarkVersion, subs: list[tuple], a: dict,
+             costs: dict[int, Decimal]) -> dict:
+    """Every entry's row and category rows, as columns."""
+    rows = len(subs)
+    task_category = dict(benchmark_version.tasks.values_list("pk", "category_id"))
+    strata = [task_category.get(t) for t in a["task_ids"]]
+    y = a["successes"]
+    n = a["present"] - a["infra"]
+    overall = stats_arrays.clustered_rates(y, n, strata)
+    categories = list(benchmark_version.categories.all())
+    cat_rows: list[tuple] = []
+    by_group: dict[str, list] = defaultdict(list)
+    for cat in categories:
+        cols = [j for j, s in enumerate(strata) if s == cat.pk]
+        est = stats_arrays.clustered_rates(y[:, cols], n[:, cols])
+        kept = est.attempts > 0
+        by_group[cat.group].append((est, kept))
+        for i in np.flatnonzero(kept).tolist():
+            cat_rows.append((subs[i][0], cat.pk, int(est.successes[i]), int(est.attempts[i]),
+                             float(est.rate[i]), float(est.ci_low[i]), float(est.ci_high[i])))
+    group_cols = {}
+    for group in (Group.IMAGING, Group.TEXT):
+        members = by_group.get(group, [])
+        macro = stats_arrays.macro_means([e.rate for e, _ in members], [k for _, k in members],
+                                         rows)
+        s = sum((np.where(k, e.successes, 0) for e, k in members), np.zeros(rows, np.int64))
+        t = sum((np.where(k, e.attempts, 0) for e, k in members), np.zeros(rows, np.int64))
+        pooled = [si / ti if ti else None for si, ti in zip(s.tolist(), t.tolist(), strict=True)]
+        group_cols[group] = (_none(macro), pooled)
+    # Durations summed task by task in id order, as the per-task loop did.
+    dur = np.zeros(rows)
+    for j in range(y.shape[1]):
+        dur = dur + np.where(a["dur_n"][:, j] > 0, a["dur_sum"][:, j], 0.0)
+    sums = {f: a[f].sum(axis=1).tolist() for f in _NUMBERS}
+    rates = np.where(n > 0, y / np.where(n > 0, n, 1), np.nan)
+    keys = [str(t) for t in a["task_ids"]]
+    task_rates = [{keys[j]: v for j, v in enumerate(r) if v == v} for r in rates.tolist()]
+    successes = overall.successes.tolist()
+    dur_list = dur.tolist()
+    c = {"submission_ids": [s[0] for s in subs], "submission_id": [s[0] for s in subs],
+         "agent_id": [s[1] for s in subs],
+         "successes": successes, "attempts": overall.attempts.tolist(),
+         "attempts_present": sums["present"], "infra_errors": sums["infra"],
+         "infra_errors_claimed": sums["claimed_infra"], "timeouts": sums["timeouts"],
+         "agent_errors": sums["agent_errors"], "claimed_successes": sums["claimed_passes"],
+         "success_rate": overall.rate.tolist(), "ci_low": overall.ci_low.tolist(),
+         "ci_high": overall.ci_high.tolist(), "design_effect": overall.design_effect.tolist(),
+         "pass_at_k": stats_arrays.pass_at_k(y, n).tolist(),
+         "pass_hat_k": stats_arrays.pass_hat_k(y, n).tolist(),
+         "imaging_macro": group_cols[Group.IMAGING][0], "text_macro": group_cols[Group.TEXT][0],
+         "imaging_pooled": group_cols[Group.IMAGING][1],
+         "text_pooled": group_cols[Group.TEXT][1],
+         "task_rates": task_rates, "categories": cat_rows}
+    total, per_attempt, per_success = [], [], []
+    for i, s in enumerate(subs):
+        known = sums["cost_n"][i]
+        cost = costs.get(s[0], Decimal(0))
+        total.append(cost if known else None)
+        per_attempt.append((cost / known).quantize(_CENT) if known else None)
+        per_success.append((cost / successes[i]).quantize(_CENT)
+                           if known and successes[i] else None)
+    c.update(total_cost_usd=total, cost_per_attempt_usd=per_attempt,
+             cost_per_success_usd=per_success,
+             mean_duration_s=[d / k if k else None
+                              for d, k in zip(dur_list, sums["dur_n"], strict=True)],
+             mean_output_tokens=[o / k if k else None
+                                 for o, k in zip(sums["out_sum"], sums["out_n"], strict=True)])
+    c["verified"] = [s[3] for s in subs]
+    c["reconstructed"] = [s[4] for s in subs]
+    c["verification_level"] = ["reconstructed" if s[4] else (s[2] or {}).get(
+        "verdict", "unverified") for s in subs]
+    c["verification"] = [s[2] or {} for s in subs]
+    c["badge"] = [coverage_badge(s[2], reconstructed=s[4]) for s in subs]
+    c["submitted_on"] = [s[5] for s in subs]
+    return c
+
+
+# Entry columns written from the computed columns: (name, PostgreSQL array type).
+_ENTRY_COLUMNS = [
+    ("agent_id", "int8"), ("submission_id", "int8"), ("successes", "int8"),
+    ("attempts", "int8"), ("attempts_present", "int8"), ("infra_errors", "int8"),
+    ("infra_errors_claimed", "int8"), ("timeouts", "int8"), ("agent_errors", "int8"),
+    ("claimed_successes", "int8"), ("flagged_trials", "int8"), ("success_rate", "float8"),
+    ("ci_low", "float8"), ("ci_high", "float8"), ("design_effect", "float8"),
+    ("pass_at_k", "float8"), ("pass_hat_k", "float8"), ("imaging_macro", "float8"),
+    ("text_macro", "float8"), ("imaging_pooled", "float8"), ("text_pooled", "float8"),
+    ("total_cost_usd", "numeric"), ("cost_per_attempt_usd", "numeric"),
+    ("cost_per_success_usd", "numeric"), ("mean_duration_s", "float8"),
+    ("mean_output_tokens", "float8"), ("verified", "bool"), ("verification_level", "text"),
+    ("verification", "jsonb"), ("badge", "text"), ("reconstructed", "bool"),
+    ("submitted_on", "date"), ("task_rates", "jsonb"),
+]
+
+
+def _write_entries(cursor, benchmark_version: BenchmarkVersion, subs: list[tuple], c: dict,
+                   now: datetime) -> None:
+    required = benchmark_version.tasks.count() * benchmark_version.attempts_per_task
+    c["flagged_trials"] = c.get("flagged_trials") or [0] * len(subs)
+    if connection.vendor == "postgresql":
+        names = [name for name, _ in _ENTRY_COLUMNS]
+        values = [_pg_array(c[name], kind) for name, kind in _ENTRY_COLUMNS]
+        unnest = ", ".join(f"%s::{'text' if k == 'jsonb' else k}[]" for _, k in _ENTRY_COLUMNS)
+        select = ", ".join(f"v.{n}::jsonb" if k == "jsonb" else f"v.{n}"
+                           for n, k in _ENTRY_COLUMNS)
+        cursor.execute(
+            f"INSERT INTO {LeaderboardEntry._meta.db_table} (benchmark_version_id, rank, "
+            f"tie_group, attempts_required, created_at, updated_at, {', '.join(names)}) "
+            f"SELECT %s, 0, 0, %s, %s, %s, {select} FROM unnest({unnest}) AS v({', '.join(names)})",
+            [benchmark_version.pk, required, now, now, *values])
+        columns = [list(col) for col in zip(*c["categories"], strict=True)] or [[]] * 7
+        columns = [_pg_array(col, kind) for col, kind in zip(
+            columns, ["int8", "int8", "int8", "int8", "float8", "float8", "float8"], strict=True)]
+        cursor.execute(
+            f"INSERT INTO {CategoryEntry._meta.db_table} (entry_id, category_id, successes, "
+            "attempts, success_rate, ci_low, ci_high, created_at, updated_at) "
+            "SELECT e.id, v.category_id, v.successes, v.attempts, v.rate, v.low, v.high, %s, %s "
+            "FROM unnest(%s::int8[], %s::int8[], %s::int8[], %s::int8[], %s::float8[], "
+            "%s::float8[], %s::float8[]) AS v(submission_id, category_id, successes, attempts, "
+            f"rate, low, high) JOIN {LeaderboardEntry._meta.db_table} e "
+            "ON e.submission_id = v.submission_id AND e.benchmark_version_id = %s",
+            [now, now, *columns, benchmark_version.pk])
+        return
+    entries = LeaderboardEntry.objects.bulk_create(
+        [LeaderboardEntry(benchmark_version=benchmark_version, rank=0, tie_group=0,
+                          attempts_required=required,
+                          **{name: c[name][i] for name, _ in _ENTRY_COLUMNS})
+         for i in range(len(subs))], batch_size=500)
+    entry_of = {e.submission_id: e.pk for e in entries}
+    CategoryEntry.objects.bulk_create(
+        [CategoryEntry(entry_id=entry_of[sub], category_id=cat, successes=s, attempts=n,
+                       success_rate=rate, ci_low=low, ci_high=high)
+         for sub, cat, s, n, rate, low, high in c["categories"]], batch_size=500)
+
+
+def _pg_array(values: list, kind: str) -> str:
+    """A PostgreSQL array literal of ``values`` (cast to ``kind[]`` in the statement): written
+    with str.join, many times faster than adapting a list element by element. Floats as
+    repr (shortest round trip: the same double back)."""
+    if kind == "float8":
+        items = ["NULL" if v is None else repr(v) for v in values]
+    elif kind in ("int8", "numeric"):
+        items = ["NULL" if v is None else str(v) for v in values]
+    elif kind == "bool":
+        items = ["NULL" if v is None else ("t" if v else "f") for v in values]
+    elif kind == "date":
+        items = ["NULL" if v is None else v.isoformat() for v in values]
+    else:  # text, and JSON as text
+        items = ["NULL" if v is None else '"' + (json.dumps(v) if kind == "jsonb" else v)
+                 .replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values]
+    return "{" + ",".join(items) + "}"
+
+
+def _write_cells(cursor, benchmark_version: BenchmarkVersion, now: datetime) -> None:
+    flags = "c.flags::jsonb" if connection.vendor == "postgresql" else "c.flags"
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    cursor.execute(
+        f"INSERT INTO {TaskCell._meta.db_table} (created_at, updated_at, entry_id, "
+        "benchmark_task_id, outcomes, successes, claimed_outcomes, flags) "
+        f"SELECT %s, %s, e.id, c.benchmark_task_id, c.outcomes, c.successes, "
+        f"c.claimed_outcomes, {flags} FROM {CELLS} c JOIN {LeaderboardEntry._meta.db_table} e "
+        "ON e.submission_id = c.submission_id AND e.benchmark_version_id = %s",
+        [stamp, stamp, benchmark_version.pk])
+
+
+def _write_flags(cursor, benchmark_version: BenchmarkVersion, submission_ids: list[int]) -> None:
+    """The few cells with a flagged attempt: each present attempt's flags (in attempt order),
+    and each entry's count of flagged trials."""
+    cursor.execute(f"SELECT submission_id, benchmark_task_id FROM {CELLS} WHERE flagged > 0")
+    pairs = cursor.fetchall()
+    if not pairs:
+        return
+    subs = sorted({p[0] for p in pairs})
+    wanted = set(pairs)
+    cells: dict[tuple[int, int], list[tuple[int, list]]] = defaultdict(list)
+    for sub_id, task_id, attempt, flags in (
+            Trial.objects.filter(submission_id__in=subs)
+            .order_by("submission_id", "benchmark_task_id", "attempt")
+            .values_list("submission_id", "benchmark_task_id", "attempt", "flags")):
+        if (sub_id, task_id) in wanted:
+            cells[(sub_id, task_id)].append((attempt, list(flags) if flags else []))
+    flagged: dict[int, int] = defaultdict(int)
+    entry_of = dict(LeaderboardEntry.objects.filter(
+        benchmark_version=benchmark_version, submission_id__in=subs).values_list(
+        "submission_id", "pk"))
+    for (sub_id, task_id), attempts in cells.items():
+        flagged[sub_id] += sum(1 for _, f in attempts if f)
+        TaskCell.objects.filter(entry_id=entry_of[sub_id], benchmark_task_id=task_id).update(
+            flags=[f for _, f in attempts])
+    for sub_id, count in flagged.items():
+        LeaderboardEntry.objects.filter(pk=entry_of[sub_id]).update(flagged_trials=count)
