@@ -86,3 +86,33 @@ def test_publishing_one_reads_only_its_agents_trials(small_benchmark):
     assert all(f"IN ({sub.pk})" in sql or f'"submission_id" = {sub.pk}' in sql
                or f"ANY('{{{sub.pk}}}'" in sql for sql in trial_reads), trial_reads
     assert LeaderboardEntry.objects.get(submission=sub).rank == 1
+
+
+def test_incremental_equals_full_with_flags_missing_tasks_and_infra_only_tasks(small_benchmark):
+    """The set-based rebuild's other paths: a cell with a flagged attempt (an unconfirmed
+    infrastructure error), a task without trials, a task whose attempts were all
+    infrastructure errors (no scored attempt), unknown costs and fractional durations."""
+    bv, tasks = small_benchmark
+    agents = [AgentFactory(display_name=f"Agent {i}") for i in range(4)]
+    published_submission(agents[0], tasks, ["PPP", "PFP", "", "FFF", "PPF"], duration_s=600.1)
+    published_submission(agents[1], tasks, ["PPI", "III", "PFF", "PPP", ""],
+                         infra_confirmed=False, cost=None, duration_s=33.3)
+    leaderboard_recompute(benchmark_version=bv)
+    late = published_submission(agents[2], tasks, ["PFI", "PPP", "FFF", "III", "PP"],
+                                infra_confirmed=False, duration_s=0.7,
+                                status=SubmissionStatus.VERIFIED, published_at=None)
+    submission_publish(submission=late, actor=None)
+    other = published_submission(agents[3], tasks, ["F", "", "", "", "P"],
+                                 status=SubmissionStatus.VERIFIED, published_at=None)
+    submission_publish(submission=other, actor=None)
+    incremental = _tables(bv)
+
+    leaderboard_recompute(benchmark_version=bv)
+    assert _tables(bv) == incremental
+    flagged = {k: v for k, v in incremental["cells"].items() if any(v["flags"])}
+    # Agent 1: PPI on task 1 and III on task 2 (unconfirmed: flagged, and counted as failures).
+    assert flagged[(agents[1].pk, tasks[0].pk)]["flags"] == [[], [], ["infra_unconfirmed"]]
+    assert incremental["entries"][(agents[1].pk,)]["flagged_trials"] == 4
+    assert incremental["entries"][(agents[2].pk,)]["flagged_trials"] == 4
+    assert (agents[0].pk, tasks[2].pk) not in incremental["cells"]
+    assert incremental["entries"][(agents[1].pk,)]["total_cost_usd"] is None
