@@ -291,10 +291,27 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 4
 # Queues (R17): `web` for light jobs (reaper, mail), `evaluation` for container jobs; production
 # evaluation workers consume only `evaluation` with --concurrency sized to their machine.
 VERIFICATION_QUEUE = env.str("VERIFICATION_QUEUE", default="evaluation")
+# Uploads are validated off the web request (submissions/intake.py) on a queue of their own, so a
+# long verification never delays an upload's verdict, nor a burst of uploads a verification.
+INTAKE_QUEUE = env.str("INTAKE_QUEUE", default="intake")
 CELERY_TASK_ROUTES = {
     "evaluation.verify_submission": {"queue": VERIFICATION_QUEUE},
     "evaluation.reap_stuck_submissions": {"queue": CELERY_TASK_DEFAULT_QUEUE},
+    "submissions.intake_upload": {"queue": INTAKE_QUEUE},
+    "submissions.reap_stuck_intake": {"queue": CELERY_TASK_DEFAULT_QUEUE},
 }
+# Hard limit of one upload's intake (extraction, validation, secret scan, storage); the soft
+# limit leaves a margin to clean its staging folder (R18).
+INTAKE_TIME_LIMIT_S = env.int("INTAKE_TIME_LIMIT_S", default=30 * 60)
+# A claim older than this (a worker killed mid-intake) is taken over by the next delivery; above
+# the time limit, so a live intake is never run twice.
+INTAKE_STALE_AFTER_S = env.int("INTAKE_STALE_AFTER_S", default=INTAKE_TIME_LIMIT_S + 300)
+# Received uploads whose message was published longer ago than this (or never: broker down) are
+# published again by the intake reaper; duplicates are no-ops (the claim).
+INTAKE_REPUBLISH_AFTER_S = env.int("INTAKE_REPUBLISH_AFTER_S", default=120)
+# Claims per upload before it is refused as one the site cannot process (a poison archive that
+# kills its worker every time).
+INTAKE_MAX_ATTEMPTS = env.int("INTAKE_MAX_ATTEMPTS", default=3)
 # Hard limit of one verification job (all its re-grades, replays and re-runs); the soft limit
 # leaves a cleanup margin for removing containers (R18).
 VERIFICATION_TIME_LIMIT_S = env.int("VERIFICATION_TIME_LIMIT_S", default=4 * 3600)
@@ -401,6 +418,12 @@ if env.bool("USE_S3", default=False):
             "file_overwrite": False,
         },
     }
+# Uploads whose intake message or worker was lost are published again: every 60 s,
+# https://crontab.guru/#*_*_*_*_*
+CELERY_BEAT_SCHEDULE["reap-stuck-intake"] = {
+    "task": "submissions.reap_stuck_intake",
+    "schedule": env.float("INTAKE_REAPER_INTERVAL_S", default=60.0),
+}
 # Staging folders of uploads dropped mid-way are removed hourly: https://crontab.guru/#0_*_*_*_*
 CELERY_BEAT_SCHEDULE["sweep-upload-staging"] = {
     "task": "submissions.sweep_staging",

@@ -22,8 +22,8 @@ from rest_framework.views import APIView
 
 from submissions import selectors
 from submissions.authentication import ApiTokenAuthentication
-from submissions.intake import SubmissionRejected, submission_receive
-from submissions.models import coverage_badge
+from submissions.intake import submission_receive
+from submissions.models import INTAKE_STATUSES, coverage_badge
 from submissions.services import IdempotencyConflict, QuotaExceeded
 from submissions.uploads import request_upload_too_large
 from submissions.verification import verification_progress
@@ -37,8 +37,10 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         "id": submission.pk,
         "status": submission.status,
         "url": reverse("submission-status", args=[submission.pk]),
-        "benchmark": submission.benchmark_version.slug,
-        "agent": submission.agent.display_name,
+        # Unknown until the intake worker read the metadata (null while received/validating).
+        "benchmark": submission.benchmark_version.slug if submission.benchmark_version else None,
+        "agent": submission.agent.display_name if submission.agent else None,
+        "intake": _intake(submission),
         "progress": {"done": submission.trials_done, "total": submission.trials_total},
         "queue_position": selectors.queue_position(submission=submission),
         "verified": submission.is_verified,
@@ -95,6 +97,17 @@ def infra_errors_payload(submission) -> dict:
     }
 
 
+def _intake(submission) -> dict:
+    """Where the upload's validation is: waiting for an intake worker, running (since when,
+    which attempt), or done (the status then says queued or refused, with the problems)."""
+    if submission.status not in INTAKE_STATUSES:
+        return {"state": "done"}
+    started = submission.intake_started_at
+    return {"state": "waiting" if started is None else "validating",
+            "attempt": submission.intake_attempts,
+            "started_at": started.isoformat() if started else None}
+
+
 def _verification(submission) -> dict:
     progress = verification_progress(submission=submission)
     # JSON-safe: the heartbeat is a datetime.
@@ -111,9 +124,12 @@ metadata file (`metadata`, or a `metadata.yaml` at the archive root).
     curl -H "Authorization: Token $HAB_TOKEN" -H "Idempotency-Key: $key" \\
         -F archive=@run.tar.gz -F metadata=@metadata.yaml <site>/api/v1/submissions/
 
-201: accepted and queued for verification; follow `url` (the status page) or
-`GET /api/v1/submissions/{id}/`. 401: no or a bad token. 400: refused, every problem at once (`code`, `problems`: each
-with `code`, `path`, `message`). 409: the Idempotency-Key was used for another upload.
+202: received (status `received`); the archive is validated by the intake worker (extraction,
+Harbor layout, metadata, secret scan). Follow `url` (the status page) or poll
+`GET /api/v1/submissions/{id}/` until `status` leaves `received`/`validating`: `queued` (then
+verification) or `refused`, with `problems` listing every problem at once (each with `code`,
+`path`, `message`). 401: no or a bad token. 400: no archive, or a bad metadata file field
+(`code`, `problems`). 409: the Idempotency-Key was used for another upload.
 413: too large. 429: daily quota used. A retry with the same Idempotency-Key returns the first
 answer."""
 
@@ -167,7 +183,7 @@ class SubmissionCollectionApi(APIView):
             "Idempotency-Key", str, OpenApiParameter.HEADER,
             description="any unique string, such as a UUID: a retry with the same key "
                         "returns the first answer")],
-        responses={201: OutputSerializer, 400: _Refused, 401: _Unauthorized, 409: _Error,
+        responses={202: OutputSerializer, 400: _Refused, 401: _Unauthorized, 409: _Error,
                    413: _Error, 429: _Error},
         operation_id="submissions_create",
     )
@@ -182,21 +198,17 @@ class SubmissionCollectionApi(APIView):
         metadata_text = serializer.validated_data.get("metadata", "")
         key = request.headers.get("Idempotency-Key", "")[:200]
         try:
-            submission, created = submission_receive(
+            submission, _created = submission_receive(
                 owner=request.user, archive_path=Path(archive.temporary_file_path()),
                 metadata_text=metadata_text, idempotency_key=key, archive_name=archive.name)
-        except SubmissionRejected as exc:
-            return Response({"code": exc.code, "problems": [p.as_dict() for p in exc.problems]},
-                            status=400)
         except QuotaExceeded as exc:
             return Response({"code": exc.code, "detail": str(exc)}, status=429)
         except IdempotencyConflict as exc:
             return Response({"code": exc.code, "detail": str(exc)}, status=409)
         body = {"id": submission.pk, "status": submission.status,
                 "url": reverse("submission-status", args=[submission.pk])}
-        # A replay answers exactly like the original request did.
-        return Response(body, status=status.HTTP_201_CREATED)
-
+        # A replay answers like the original request did (with the submission's status now).
+        return Response(body, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(summary="Your submissions", responses={200: dict},
                    description="The caller's own submissions, newest first: id, status, agent, "
@@ -204,8 +216,10 @@ class SubmissionCollectionApi(APIView):
                    operation_id="submissions_list")
     def get(self, request: Request) -> Response:
         return Response([
-            {"id": s.pk, "status": s.status, "agent": s.agent.display_name,
-             "benchmark": s.benchmark_version.slug, "created_at": s.created_at.isoformat(),
+            {"id": s.pk, "status": s.status,
+             "agent": s.agent.display_name if s.agent else None,
+             "benchmark": s.benchmark_version.slug if s.benchmark_version else None,
+             "created_at": s.created_at.isoformat(),
              "url": reverse("submission-status", args=[s.pk])}
             for s in selectors.submission_list_for_user(user=request.user)
         ])

@@ -6,7 +6,8 @@
 packs the job directories into a .tar.gz (regular files only), uploads it with a progress bar
 and an Idempotency-Key (so a retry after a dropped connection cannot submit twice), then polls
 the submission's status until verification reaches a verdict (or --until queued) and prints
-it. Exit status: 0 verified or published, 1 refused, discrepancy, failed or rejected.
+it. The upload is validated after it is received (status received, validating): a refused one
+prints every problem found. Exit status: 0 verified or published, 1 refused, discrepancy, failed or rejected.
 Run it from the repository as `.venv/bin/python -m submissions.client ...`, or copy this one
 file anywhere and run `python3 client.py ...`. Equivalent curl:
 
@@ -31,7 +32,8 @@ from pathlib import Path
 
 CHUNK = 1 << 20
 # Terminal states of a submission (a verdict, or the end of its life); "queued" with --until.
-DONE = {"verified", "checked", "discrepancy", "failed", "published", "rejected", "withdrawn"}
+DONE = {"verified", "checked", "discrepancy", "failed", "published", "rejected", "refused",
+        "withdrawn"}
 GOOD = {"verified", "checked", "published"}
 
 
@@ -85,7 +87,7 @@ def upload(url: str, token: str, archive: Path, metadata: Path | None, key: str,
     out.write(f"\ruploading 100% ({length >> 20} MiB)\n")
     resp = conn.getresponse()
     body = json.loads(resp.read() or b"{}")
-    if resp.status not in (200, 201):
+    if resp.status not in (200, 201, 202):
         problems = body.get("problems") or []
         lines = [f"  {p.get('code')}  {p.get('path')}: {p.get('message')}" for p in problems]
         raise SystemExit(f"upload refused ({resp.status}):\n" + ("\n".join(lines) if lines
@@ -112,9 +114,12 @@ def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.
 
 def verdict_lines(url: str, doc: dict) -> list[str]:
     """What a submitter needs to read at the end: the state, the checks, where to look."""
-    lines = [f"submission {doc['id']} on {doc['benchmark']}: {doc['status']}"]
+    lines = [f"submission {doc['id']} on {doc.get('benchmark') or '(not read)'}: {doc['status']}"]
     if doc.get("status_reason"):
         lines.append(f"  reason: {doc['status_reason']}")
+    if doc["status"] == "refused":  # every problem the intake found, each naming its file
+        lines += [f"  {p.get('code')}  {p.get('path')}: {p.get('message')}"
+                  for p in doc.get("problems") or []]
     verification = doc.get("verification") or {}
     for key in ("verdict", "summary"):
         value = verification.get(key)

@@ -12,6 +12,8 @@ class SubmissionStatus(models.TextChoices):
     RECEIVED = "received", "Received"
     VALIDATING = "validating", "Validating"
     REJECTED = "rejected", "Rejected"
+    # Validation refused the upload (its problems are listed on the status page and API).
+    REFUSED = "refused", "Refused (invalid upload)"
     QUEUED = "queued", "Queued"
     VERIFYING = "verifying", "Verifying"
     VERIFIED = "verified", "Verified"
@@ -136,8 +138,10 @@ class SubmissionQuerySet(models.QuerySet):
 
 # Allowed status changes; anything else is refused by the service layer (never backwards).
 TRANSITIONS: dict[str, set[str]] = {
-    SubmissionStatus.RECEIVED: {SubmissionStatus.VALIDATING, SubmissionStatus.REJECTED},
-    SubmissionStatus.VALIDATING: {SubmissionStatus.QUEUED, SubmissionStatus.REJECTED},
+    # An upload is received (stored, not yet read), validated by the intake worker, then queued
+    # for verification or refused with its problems.
+    SubmissionStatus.RECEIVED: {SubmissionStatus.VALIDATING, SubmissionStatus.REFUSED},
+    SubmissionStatus.VALIDATING: {SubmissionStatus.QUEUED, SubmissionStatus.REFUSED},
     # Only a verified (or discrepancy, with its flags shown) submission can be published.
     SubmissionStatus.QUEUED: {SubmissionStatus.VERIFYING, SubmissionStatus.REJECTED},
     SubmissionStatus.VERIFYING: {
@@ -159,16 +163,23 @@ TRANSITIONS: dict[str, set[str]] = {
     SubmissionStatus.FAILED: {SubmissionStatus.QUEUED, SubmissionStatus.REJECTED},
     SubmissionStatus.PUBLISHED: {SubmissionStatus.WITHDRAWN},
     SubmissionStatus.REJECTED: set(),
+    SubmissionStatus.REFUSED: set(),
     SubmissionStatus.WITHDRAWN: set(),
 }
 
+# Statuses of an upload the intake worker has not finished (submissions.intake).
+INTAKE_STATUSES = (SubmissionStatus.RECEIVED, SubmissionStatus.VALIDATING)
+
 
 class Submission(BaseModel):
+    # Both null only while an upload is received or validating, and when it was refused: they
+    # come from its metadata, which the intake worker reads (submissions.intake).
     agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, related_name="submissions"
+        Agent, on_delete=models.PROTECT, related_name="submissions", null=True, blank=True
     )
     benchmark_version = models.ForeignKey(
-        BenchmarkVersion, on_delete=models.PROTECT, related_name="submissions"
+        BenchmarkVersion, on_delete=models.PROTECT, related_name="submissions", null=True,
+        blank=True,
     )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -198,6 +209,12 @@ class Submission(BaseModel):
     # Retries with the same key replay the original response (unique per owner, see Meta).
     idempotency_key = models.CharField(max_length=200, blank=True)
     request_digest = models.CharField(max_length=64, blank=True)
+    # --- intake (submissions.intake): what the web request received, read by the intake worker
+    upload_name = models.CharField(max_length=300, blank=True)  # the archive's claimed file name
+    upload_metadata = models.TextField(blank=True)  # the metadata file sent beside the archive
+    intake_attempts = models.PositiveSmallIntegerField(default=0)  # claims by intake workers
+    intake_started_at = models.DateTimeField(null=True, blank=True)  # last claim (the lease)
+    intake_published_at = models.DateTimeField(null=True, blank=True)  # last broker publish
     secret_findings = models.JSONField(default=list, blank=True)
     status_reason = models.TextField(blank=True)
     trials_total = models.PositiveIntegerField(default=0)
@@ -220,12 +237,20 @@ class Submission(BaseModel):
                 condition=~Q(idempotency_key=""),
                 name="uniq_submission_idempotency_key",
             ),
+            # Past intake every submission names its agent and benchmark version.
+            models.CheckConstraint(
+                condition=Q(agent__isnull=False, benchmark_version__isnull=False)
+                | Q(status__in=["received", "validating", "refused"]),
+                name="submission_agent_past_intake",
+            ),
         ]
         indexes = [
             # Serves leaderboard_recompute: published submissions of one version.
             models.Index(fields=["benchmark_version", "status"], name="submission_version_status"),
             # Serves queue position: queued submissions in arrival order.
             models.Index(fields=["status", "queued_at"], name="submission_status_queued"),
+            # Serves the intake reaper: received/validating uploads by claim age.
+            models.Index(fields=["status", "intake_started_at"], name="submission_status_intake"),
             # Serves "my submissions".
             models.Index(fields=["owner", "-created_at"], name="submission_owner_created"),
         ]

@@ -147,6 +147,15 @@ def quota_consume(*, user, today: date | None = None) -> int:
     return DailyQuota.objects.get(user=user, day=today).used
 
 
+def quota_refund(*, user, day: date) -> None:
+    """Give back the submission taken from ``day``'s quota (an upload the intake refused: a
+    refused upload costs nothing, as when it was refused inside the request). Staff took none."""
+    if user.is_staff:
+        return
+    DailyQuota.objects.filter(user=user, day=day, used__gt=0).update(
+        used=F("used") - 1, updated_at=timezone.now())
+
+
 def submission_publish(*, submission: Submission, actor) -> Submission:
     """Publish; the leaderboard rebuilds this agent's rows in the same transaction (its
     receiver of `published_set_changed`). Refused while trials await the X-ray judge: a

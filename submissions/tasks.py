@@ -59,3 +59,32 @@ def reap_stuck_submissions_task() -> dict:
     from submissions.verification import reap_stuck_submissions
 
     return reap_stuck_submissions()
+
+
+@shared_task(
+    name="submissions.intake_upload",
+    acks_late=True,  # redelivered if the worker dies mid-intake (the claim makes it idempotent)
+    reject_on_worker_lost=True,
+    autoretry_for=(ConnectionError, OperationalError, InterfaceError),
+    retry_backoff=5,
+    retry_backoff_max=300,
+    max_retries=5,
+    soft_time_limit=settings.INTAKE_TIME_LIMIT_S - 60,
+    time_limit=settings.INTAKE_TIME_LIMIT_S,
+)
+def intake_upload_task(submission_id: int) -> str:
+    """Extract, validate, scan and store one received upload (submissions.intake)."""
+    # Imported in the body, as house style R14 prescribes for services.
+    from submissions.intake import submission_intake
+
+    return submission_intake(submission_id=submission_id)
+
+
+@shared_task(name="submissions.reap_stuck_intake", acks_late=True, soft_time_limit=240,
+             time_limit=300, ignore_result=True)
+def reap_stuck_intake_task() -> dict:
+    """Publish again the intake of uploads whose message or worker was lost. Idempotent."""
+    # Imported in the body, as house style R14 prescribes for services.
+    from submissions.intake import intake_reap
+
+    return intake_reap()

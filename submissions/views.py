@@ -24,7 +24,7 @@ from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
 from submissions.harbor_intake import submittable_benchmark_versions
-from submissions.intake import SubmissionRejected, submission_receive
+from submissions.intake import submission_receive
 from submissions.models import ApiToken, SubmissionStatus
 from submissions.pricing import price_table
 from submissions.trajectory import trajectory_steps
@@ -134,11 +134,10 @@ def submit_agent(request: HttpRequest) -> HttpResponse:
                     archive_path=Path(form.cleaned_data["archive"].temporary_file_path()),
                     archive_name=form.cleaned_data["archive"].name,
                     metadata_text=meta.read(64 * 1024).decode("utf-8", "replace") if meta else "")
-            except SubmissionRejected as exc:
-                problems, status = [p.as_dict() for p in exc.problems], 400
             except services.QuotaExceeded as exc:
                 problems, status = [{"code": exc.code, "path": "", "message": str(exc)}], 429
             else:
+                # The live status page follows the validation, then the verdict.
                 return redirect("submission-status", pk=submission.pk)
     return render(request, "submissions/submit.html",
                   {"form": form, "problems": problems, **_submit_guide(request)}, status=status)

@@ -2,11 +2,13 @@
 // position, the verification job's checks) change in place; when the status or the job's state
 // changes, the page is reloaded once, so the verdict, the badge, the history and the trials
 // table are the server's, never left as they were when the page was opened.
+// While an upload is validated (received, validating) it polls every second.
 (function () {
   "use strict";
   var box = document.querySelector('[data-testid="submission-status"]');
   if (!box) { return; }
-  var FINAL = ["rejected", "published", "withdrawn"];
+  var FINAL = ["rejected", "refused", "published", "withdrawn"];
+  var INTAKE = ["received", "validating"];
   function field(name) { return document.querySelector('[data-field="' + name + '"]'); }
   function text(name) { var el = field(name); return el ? el.textContent.trim() : null; }
   function put(name, value) { var el = field(name); if (el) { el.textContent = value; } }
@@ -15,6 +17,10 @@
     put("status", doc.status);
     put("progress", doc.progress.done + "/" + doc.progress.total);
     put("queue_position", doc.queue_position === null ? "–" : String(doc.queue_position));
+    if (doc.intake && doc.intake.state === "validating") {
+      put("intake", "extracting the archive, checking the Harbor runs and the metadata, " +
+        "scanning for credentials (attempt " + doc.intake.attempt + ")");
+    }
     var v = doc.verification || {};
     if (v.job) {
       put("job-status", v.status);
@@ -32,9 +38,11 @@
       .then(function (doc) {
         if (!doc) { return; }
         if (render(doc)) { window.location.reload(); return; }
-        if (FINAL.indexOf(doc.status) === -1) { window.setTimeout(poll, 3000); }
+        if (FINAL.indexOf(doc.status) === -1) {
+          window.setTimeout(poll, INTAKE.indexOf(doc.status) !== -1 ? 1000 : 3000);
+        }
       })
       .catch(function () { window.setTimeout(poll, 10000); });
   }
-  window.setTimeout(poll, 3000);
+  window.setTimeout(poll, INTAKE.indexOf(shown.status) !== -1 ? 1000 : 3000);
 })();
