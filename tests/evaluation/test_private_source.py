@@ -119,7 +119,10 @@ def test_a_private_source_version_is_verified_and_its_answers_stay_on_the_worker
     meta.name = "metadata.yaml"
     response = Client(HTTP_AUTHORIZATION=f"Token {token}").post(
         "/api/v1/submissions/", {"archive": archive, "metadata": meta})
-    assert response.status_code == 201, response.content[:3000]
+    assert response.status_code == 202, response.content[:3000]
+    from submissions.intake import submission_intake  # the intake worker's service (R32)
+
+    assert submission_intake(submission_id=response.json()["id"]) == "queued"
     sub = Submission.objects.get(owner=owner)
     assert sub.benchmark_version == bv and sub.status == "queued"
 

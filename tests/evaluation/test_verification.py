@@ -43,6 +43,7 @@ def _media_and_broker(settings, media_root):
     settings.MEDIA_ROOT = str(media_root)
     # In-process tests publish where no worker listens; tests on the worker use `on_worker`.
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
+    settings.INTAKE_QUEUE = vs.INPROC_QUEUE  # intake runs in-process where a test needs it
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
     settings.XRAY_JUDGE_URL = vs.judge_stub().url
     settings.XRAY_JUDGE_MODEL = vs.JUDGE_MODEL
@@ -313,8 +314,9 @@ def test_grader_tampering_files_have_no_effect(settings, oracle):
 def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_server):
     """Integration with the upload intake: a real Harbor-shaped job directory (the submissions
     fixture builder) is uploaded by the submitter client (`python -m submissions.client`)
-    to a live server; the reconciler finds the queued submission, verification re-grades the
-    stored artifacts, and the client, polling meanwhile, prints the verdict."""
+    to a live server; the intake service validates it (the intake worker's body, called
+    directly), verification re-grades the stored artifacts, and the client, polling meanwhile,
+    prints the validation and the verdict."""
     import io
     import threading
 
@@ -362,8 +364,12 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     vs.wait_for(lambda: Submission.objects.filter(owner=user).exists() or not thread.is_alive(),
                 120, "the client's upload")
     sub = Submission.objects.get(owner=user)
+    vs.wait_for(lambda: "status received" in errors.getvalue(), 60, "the client's first poll")
+    from submissions.intake import submission_intake
+
+    assert submission_intake(submission_id=sub.pk) == "queued"
     job = sub.verification_jobs.first()
-    if job is None:  # the intake hook is not wired yet: the reconciler enqueues it (R5)
+    if job is None:  # the intake's on-commit publish is not wired: the reconciler enqueues it
         report = reap_stuck_submissions()
         job = sub.verification_jobs.get()
         assert job.pk in report["enqueued"]

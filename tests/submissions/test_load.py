@@ -139,7 +139,8 @@ def served(transactional_db, tmp_path, owner):
 def test_r14_readers_and_uploads_at_once_answer_without_a_5xx(served, tmp_path, owner):
     """R14: READERS (200) concurrent clients read the leaderboard page, its JSON API or its
     CSV while UPLOADS (10) valid runs of UPLOAD_MB (4) each are uploaded at the same time: no 5xx
-    and no failed request; every upload is accepted (201) and stored once. p50/p95 are
+    and no failed request; every upload is received (202) and stored once (validation runs on
+    the intake worker, outside the web process: `manage.py bench_upload --load` measures both). p50/p95 are
     printed (the matrix's 300 ms budget is a figure to watch, not an assertion)."""
     port, tasks = served
     _, raw = token_issue(user=owner)
@@ -189,7 +190,9 @@ def test_r14_readers_and_uploads_at_once_answer_without_a_5xx(served, tmp_path, 
     server_errors = [s for s in statuses if s[1] >= 500]
     assert server_errors == [], server_errors[:10]
     assert [s for s in statuses if s[0] != "upload" and s[1] != 200] == []
-    assert [s for s in statuses if s[0] == "upload"] == [("upload", 201)] * UPLOADS
+    assert [s for s in statuses if s[0] == "upload"] == [("upload", 202)] * UPLOADS
     from submissions.models import Submission
 
-    assert Submission.objects.filter(owner=owner).count() == UPLOADS
+    received = Submission.objects.filter(owner=owner)
+    assert received.count() == UPLOADS
+    assert all(s.archive and s.status == "received" for s in received)

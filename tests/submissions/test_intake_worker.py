@@ -1,0 +1,158 @@
+"""Upload intake on a REAL Celery worker consuming the `intake` queue of a REAL Redis broker
+(PostgreSQL shared with it): an upload is answered 202 `received` at once and the status API
+follows it to `queued` or `refused`; an upload whose message was lost (broker down at receipt)
+is published again by the intake reaper; a claim whose worker died is taken over. Needs
+PostgreSQL (the worker shares the test database) and Redis."""
+
+import io
+import tarfile
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.test import Client
+from django.utils import timezone
+
+from submissions.models import DailyQuota, Submission, SubmissionStatus
+from submissions.services import token_issue
+from tests.evaluation import verification_support as vs
+from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+
+INTAKE_QUEUE = f"intake-test-{vs.SESSION}"
+FINAL = ("queued", "refused")
+
+
+@pytest.fixture
+def intake_site(transactional_db, settings, tmp_path):
+    vs.shared_database_url()  # skips on SQLite's in-memory database
+    media = tmp_path / "media"
+    settings.MEDIA_ROOT = str(media)
+    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
+    settings.INTAKE_QUEUE = INTAKE_QUEUE
+    settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE  # nobody verifies here
+    call_command("sync_tasks", verbosity=0)
+    broker = settings.CELERY_BROKER_URL
+    vs.point_celery_at(vs.BROKER_URL)
+    worker = vs.Worker(media_root=media, queue=INTAKE_QUEUE, env={
+        "INTAKE_QUEUE": INTAKE_QUEUE, "VERIFICATION_QUEUE": vs.INPROC_QUEUE,
+        "SUBMISSION_STAGING_DIR": str(tmp_path / "worker-staging")}).start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        vs.redis_client().delete(INTAKE_QUEUE, vs.INPROC_QUEUE)
+        vs.point_celery_at(broker)
+
+
+def _targz(root) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+    return buf.getvalue()
+
+
+def _upload(token: str, archive: bytes) -> dict:
+    f = io.BytesIO(archive)
+    f.name = "run.tar.gz"
+    meta = io.BytesIO(yaml.safe_dump(build_metadata()).encode())
+    meta.name = "metadata.yaml"
+    response = Client(HTTP_AUTHORIZATION=f"Token {token}",
+                      HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex).post(
+        "/api/v1/submissions/", {"archive": f, "metadata": meta})
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "received"
+    return response.json()
+
+
+def _follow(token: str, pk: int, worker, timeout: float = 120) -> dict:
+    """Poll the status API as a submitter does, until validation is over."""
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    seen = []
+
+    def done():
+        doc = client.get(f"/api/v1/submissions/{pk}/").json()
+        seen.append(doc["status"])
+        return doc if doc["status"] in FINAL else None
+
+    doc = vs.wait_for(done, timeout, f"submission {pk} to leave intake", worker=worker)
+    assert set(seen) <= {"received", "validating", *FINAL}, seen
+    return doc
+
+
+def test_the_worker_queues_a_valid_upload_and_refuses_a_broken_one(intake_site, owner, tmp_path):
+    from evaluation.models import BenchmarkVersion
+
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    tasks = {t.name: t.content_digest for t in bv.tasks.all()}
+    token = token_issue(user=owner)[1]
+    build_job_dir(tmp_path / "good", tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    build_job_dir(tmp_path / "bad", dict(list(tasks.items())[:3]), attempts=3, agent="codex",
+                  model="openai/gpt-5.5")
+    good = _upload(token, _targz(tmp_path / "good"))
+    bad = _upload(token, _targz(tmp_path / "bad"))
+    doc = _follow(token, good["id"], intake_site)
+    assert doc["status"] == "queued" and doc["progress"]["total"] == 21, doc
+    assert doc["benchmark"] == bv.slug and doc["verification"]["job"]
+    doc = _follow(token, bad["id"], intake_site)
+    assert doc["status"] == "refused" and doc["problems"], doc
+    assert "attempts_missing" in {p["code"] for p in doc["problems"]}
+    refused = Submission.objects.get(pk=bad["id"])
+    assert (refused.archive, refused.trials.count()) == ("", 0)
+    assert DailyQuota.objects.get(user=owner).used == 1  # the refused one was given back
+    assert not any((tmp_path / "worker-staging").glob("staging-*"))
+
+
+def test_an_upload_whose_message_was_lost_is_validated_after_the_reaper_runs(
+        intake_site, owner, tmp_path, settings):
+    """Broker down when the upload arrived: it is kept (`received`, never published); the
+    intake reaper (on the beat) publishes it once the broker is back, and the worker takes it."""
+    from evaluation.models import BenchmarkVersion
+    from submissions.intake import intake_reap
+
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    build_job_dir(tmp_path / "run", {t.name: t.content_digest for t in bv.tasks.all()},
+                  attempts=3, agent="codex", model="openai/gpt-5.5")
+    token = token_issue(user=owner)[1]
+    vs.point_celery_at(vs.DEAD_BROKER_URL)
+    try:
+        body = _upload(token, _targz(tmp_path / "run"))
+    finally:
+        vs.point_celery_at(vs.BROKER_URL)
+    sub = Submission.objects.get(pk=body["id"])
+    assert (sub.status, sub.intake_published_at) == (SubmissionStatus.RECEIVED, None)
+    time.sleep(2)
+    assert Submission.objects.get(pk=sub.pk).status == SubmissionStatus.RECEIVED  # not lost...
+    report = intake_reap()
+    assert report["published"] == [sub.pk]
+    assert _follow(token, sub.pk, intake_site)["status"] == "queued"  # ...and not forgotten
+
+
+def test_a_claim_whose_worker_died_is_taken_over(intake_site, owner, tmp_path, settings):
+    """A worker killed mid-validation leaves the upload `validating` with its claim; past
+    INTAKE_STALE_AFTER_S the reaper publishes it again and the next worker takes it over."""
+    from evaluation.models import BenchmarkVersion
+    from submissions.intake import intake_reap
+
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    build_job_dir(tmp_path / "run", {t.name: t.content_digest for t in bv.tasks.all()},
+                  attempts=3, agent="codex", model="openai/gpt-5.5")
+    token = token_issue(user=owner)[1]
+    vs.point_celery_at(vs.DEAD_BROKER_URL)  # the worker must not take it before the "crash"
+    try:
+        body = _upload(token, _targz(tmp_path / "run"))
+    finally:
+        vs.point_celery_at(vs.BROKER_URL)
+    stale = timezone.now() - timedelta(seconds=settings.INTAKE_STALE_AFTER_S + 60)
+    Submission.objects.filter(pk=body["id"]).update(
+        status=SubmissionStatus.VALIDATING, intake_started_at=stale, intake_attempts=1)
+    report = intake_reap()
+    assert report["stale"] == [body["id"]]
+    assert _follow(token, body["id"], intake_site)["status"] == "queued"
+    sub = Submission.objects.get(pk=body["id"])
+    assert sub.intake_attempts == 2
+    assert "taken over" in sub.events.filter(to_status="validating").last().note
