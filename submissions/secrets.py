@@ -49,6 +49,7 @@ from detect_secrets.plugins.high_entropy_strings import (
     HexHighEntropyString,
 )
 from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
 from detect_secrets.plugins.keyword import KeywordDetector
 from detect_secrets.plugins.mailchimp import MailchimpDetector
 from detect_secrets.plugins.npm import NpmDetector
@@ -129,6 +130,35 @@ MIN_ENTROPY_SECRET_CHARS = 16
 _KEYWORD_HINTS = ("key", "pass", "pwd", "secret", "contrase")
 
 
+# A cheap pre-filter for the KeywordDetector (its five regexes cost most of a scan): a line can
+# yield a secret only if one of its shapes is there: a keyword followed by an assignment and a
+# quote (``password = "``, ``secret: '``, ``api_key => "``), a keyword then a quote and later a
+# semicolon (``private_key "...";``), or a comparison before a keyword (``"..." == password``).
+# Each is a necessary condition of the detector's own patterns (QUOTES_REQUIRED_DENYLIST_REGEX_TO_
+# GROUP), so a line they reject has no keyword secret; lines they accept go to the detector.
+_KW = "|".join(KEYWORD_DENYLIST)
+_KW_ASSIGN = re.compile(rf"(?:{_KW})\w*[\]'\"]{{0,2}}\s*[:=!>]{{1,3}}\s*['\"`]", re.IGNORECASE)
+_KW_SEMICOLON = re.compile(rf"(?:{_KW})\S{{0,50}}?\s*['\"`]", re.IGNORECASE)
+_KW_COMPARED = re.compile(rf"[!=]{{2,3}}\s*\w*(?:{_KW})")
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{16,}")
+_QUOTE_FREE_RUN = re.compile(r"[^\v'\"]{23,}")
+_BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+# A value of Shannon entropy >= 4.5 over the base64 alphabet has at least 2**4.5 > 22 distinct
+# characters of it (entropy <= log2 of the distinct count).
+_MIN_DISTINCT_BASE64 = 23
+
+
+def _may_hold_keyword_secret(text: str) -> bool:
+    """False only when the KeywordDetector + entropy check cannot find a secret in ``text``."""
+    if not (_HEX_RUN.search(text) or any(
+            len(_BASE64_CHARS.intersection(run)) >= _MIN_DISTINCT_BASE64
+            for run in _QUOTE_FREE_RUN.findall(text))):
+        return False  # no value could reach the entropy limits (_high_entropy)
+    return bool(_KW_ASSIGN.search(text)
+                or (";" in text and _KW_SEMICOLON.search(text))
+                or (("==" in text or "!=" in text) and _KW_COMPARED.search(text)))
+
+
 def plugin_kind(plugin) -> str:
     """``Slack Token`` -> ``slack_token``."""
     return re.sub(r"[^a-z0-9]+", "_", plugin.secret_type.lower()).strip("_")
@@ -191,7 +221,7 @@ def _redact_maintained(text: str, kinds: list[str], plugins=MAINTAINED_PLUGINS) 
         if spans:
             text = _redact_spans(text, spans, plugin_kind(plugin), kinds)
     lowered = text.lower()
-    if not any(hint in lowered for hint in _KEYWORD_HINTS):
+    if not any(hint in lowered for hint in _KEYWORD_HINTS) or not _may_hold_keyword_secret(text):
         return text
     for secret in set(_KEYWORD.analyze_string(text)):
         if _high_entropy(secret) and secret in text:
