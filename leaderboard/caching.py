@@ -172,34 +172,66 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
         # Remembered for the middleware's next hits (after the version was read, as late as
         # possible: the remembered state's age counts from here).
         state_remember(slug, bv, generation)
-        hit = cache.get(key)
-        rendering = False
-        if hit is None and not signed_in:
-            hit, rendering = _render_turn(key)
-        if hit is not None:
-            response = _from_cache(hit, request, signed_in)
-            if response is not None:
-                response.lb_cache_key = key  # the middleware keeps its final headers
-                return _validators(response, etag, modified)
-        try:
-            response = view(request, *args, **kwargs)
-            # A streamed response is kept only when its view built the body whole
-            # (cache_content).
-            content = (getattr(response, "cache_content", None) if response.streaming
-                       else response.content)
-            if response.status_code == 200 and content is not None and not signed_in:
-                cache.set(key, {
-                    "content": content, "streaming": response.streaming,
-                    "content_type": response["Content-Type"],
-                    "headers": {h: response[h] for h in _KEPT_HEADERS if h in response},
-                }, settings.LEADERBOARD_CACHE_TIMEOUT_S)
-                response.lb_cache_key = key
-        finally:
-            if rendering:
-                cache.delete(key + ":render")
-        return _validators(response, etag, modified)
+        return _serve(view, request, args, kwargs, key=key, etag=etag, modified=modified,
+                      signed_in=signed_in)
 
     return wrapper
+
+
+def cached_site_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``cached_response`` for a page about every benchmark version at once (the changelog):
+    keyed by the state of all of them (``selectors.site_data_state``, one query), so a publish,
+    take-down or rebuild of any version, or a new version, makes the stored page unreachable."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        state, modified = selectors.site_data_state()
+        digest = hashlib.sha256(repr((state, request.path, canonical_query(request))).encode())
+        key = f"lb:site:{digest.hexdigest()[:40]}"
+        signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
+        etag = etag_for(key, f"u{request.user.pk}" if signed_in else "anon")
+        probe = _validators(HttpResponse(), etag, modified)
+        conditional = get_conditional_response(request, etag=etag,
+                                               last_modified=int(modified.timestamp()),
+                                               response=probe)
+        if conditional is not probe:
+            return conditional
+        return _serve(view, request, args, kwargs, key=key, etag=etag, modified=modified,
+                      signed_in=signed_in)
+
+    return wrapper
+
+
+def _serve(view, request: HttpRequest, args, kwargs, *, key: str, etag: str,
+           modified: datetime, signed_in: bool) -> HttpResponse:
+    """The stored page under ``key`` (the signed-in visitor's navigation spliced in), or the
+    view's rendering, stored when anonymous (a crowd's cold miss is rendered once)."""
+    hit = cache.get(key)
+    rendering = False
+    if hit is None and not signed_in:
+        hit, rendering = _render_turn(key)
+    if hit is not None:
+        response = _from_cache(hit, request, signed_in)
+        if response is not None:
+            response.lb_cache_key = key  # the middleware keeps its final headers
+            return _validators(response, etag, modified)
+    try:
+        response = view(request, *args, **kwargs)
+        # A streamed response is kept only when its view built the body whole
+        # (cache_content).
+        content = (getattr(response, "cache_content", None) if response.streaming
+                   else response.content)
+        if response.status_code == 200 and content is not None and not signed_in:
+            cache.set(key, {
+                "content": content, "streaming": response.streaming,
+                "content_type": response["Content-Type"],
+                "headers": {h: response[h] for h in _KEPT_HEADERS if h in response},
+            }, settings.LEADERBOARD_CACHE_TIMEOUT_S)
+            response.lb_cache_key = key
+    finally:
+        if rendering:
+            cache.delete(key + ":render")
+    return _validators(response, etag, modified)
 
 
 def _render_turn(key: str) -> tuple[dict | None, bool]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db.models import Count, F, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Lower
 from django.utils import timezone
 
@@ -392,6 +392,19 @@ def screen_rules_described() -> dict:
     """The reward-hacking screen's rules and evidence sources, for the methods page (no query:
     the rules are a file, evaluation/screen_rules.toml)."""
     return {"screen": screen_rules.load_rules(), "screen_sources": screen_rules.SOURCES}
+
+
+def site_data_state() -> tuple[tuple, datetime]:
+    """What every benchmark version's pages depend on, for pages about all of them (the
+    changelog): the versions (count, last change) and their aggregate versions (sum of numbers,
+    last bump), and the latest of those times (Last-Modified). One query."""
+    row = BenchmarkVersion.objects.aggregate(
+        n=Count("pk"), bv_latest=Max("updated_at"),
+        numbers=Sum("aggregate_version__number"), bumped=Max("aggregate_version__updated_at"))
+    times = [t for t in (row["bv_latest"], row["bumped"]) if t is not None]
+    modified = max(times) if times else datetime(2026, 1, 1, tzinfo=UTC)
+    state = (row["n"], row["numbers"] or 0, *(t.timestamp() for t in times))
+    return state, modified
 
 
 def changelog_versions() -> list[BenchmarkVersion]:

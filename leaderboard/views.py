@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_safe
 
 from leaderboard import charts, csv_copy, selectors, simulation, tables
-from leaderboard.caching import cached_response
+from leaderboard.caching import cached_response, cached_site_response
 from leaderboard.csv_export import csv_bytes_response, csv_response, csv_stream_response
 from leaderboard.filters import entry_filters
 from leaderboard.tables import PROVENANCE_NOTE
@@ -299,6 +299,7 @@ def show_downloads(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@cached_site_response
 def show_changelog(request: HttpRequest) -> HttpResponse:
     """Benchmark versions (task sets) and the site's data changes: publishes, withdrawals."""
     return render(request, "leaderboard/changelog.html", {

@@ -201,3 +201,25 @@ def test_changelog_lists_versions_and_each_publish_and_withdrawal(client, small_
     assert f'href="/submissions/{kept.pk}/"' in events
     assert f'href="/submissions/{gone.pk}/"' not in events
     assert 'href="/changelog/"' in client.get("/methods/").content.decode()  # the footer
+
+
+def test_changelog_is_cached_until_a_publish_changes_it(client, small_benchmark,
+                                                        django_assert_num_queries):
+    """/changelog/ is kept like the other public pages, keyed by every version's aggregate
+    version: a warm request costs one query (the state), 304 with its ETag, and a publish of
+    any version makes the stored page unreachable."""
+    _bv, tasks = small_benchmark
+    late = published_submission(AgentFactory(display_name="Late (L1)", slug="late"), tasks,
+                                ["PPP"] * 5, status=SubmissionStatus.VERIFIED, published_at=None)
+    first = client.get("/changelog/")
+    assert "Late (L1)" not in first.content.decode()
+    # One query: selectors.site_data_state (versions and their aggregate versions).
+    with django_assert_num_queries(1):
+        again = client.get("/changelog/")
+    assert again.content == first.content and again["ETag"] == first["ETag"]
+    assert client.get("/changelog/", HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 304
+    submission_publish(submission=late, actor=None)
+    after = client.get("/changelog/")
+    assert after["ETag"] != first["ETag"]
+    events = after.content.decode().split('data-testid="changelog-changes"')[1]
+    assert "Late (L1)" in events.split("</table>")[0]
