@@ -1,0 +1,144 @@
+"""``bench_upload --load``: R14 on a throwaway database (see submissions/bench.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+import yaml
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.db import connections
+
+from leaderboard.bench import web
+from submissions import bench
+
+
+def _url(db: dict, name: str) -> str:
+    auth = quote(db["USER"] or "postgres")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{name}"
+
+
+def _manage(tree: Path, env: dict, *args: str) -> str:
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=tree, env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CommandError(f"manage.py {' '.join(args)}: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def _use(name: str) -> None:
+    connections["default"].close()
+    settings.DATABASES["default"]["NAME"] = name
+    connections["default"].settings_dict["NAME"] = name
+
+
+def run_load(cmd, *, mb: int, tree: str, readers: int, uploads: int, text_mb: int,
+             web_workers: int, intake_concurrency: int, broker_url: str, **_options) -> None:
+    db = settings.DATABASES["default"]
+    if connections["default"].vendor != "postgresql":
+        raise CommandError("bench_upload --load needs DATABASE_URL=postgres://...")
+    served = Path(tree or settings.BASE_DIR).resolve()
+    name = f"hab_bench_upload_{os.getpid()}"
+    admin = psycopg.connect(_url(db, "postgres"), autocommit=True)
+    admin.execute(f'CREATE DATABASE "{name}"')
+    original = db["NAME"]
+    queues = (f"bench-intake-{os.getpid()}", f"bench-verify-{os.getpid()}")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            _run(cmd, served, Path(tmp), _url(db, name), name, queues, mb=mb, readers=readers,
+                 uploads=uploads, text_mb=text_mb, web_workers=web_workers,
+                 intake_concurrency=intake_concurrency, broker_url=broker_url)
+    finally:
+        _use(original)
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+        with contextlib.suppress(Exception):
+            import redis
+
+            redis.Redis.from_url(broker_url).delete(*queues)
+
+
+def _say(cmd, text: str) -> None:
+    cmd.stdout.write(text)
+    cmd.stdout.flush()
+
+
+def _run(cmd, served: Path, tmp: Path, database_url: str, name: str, queues: tuple[str, str], *,
+         mb, readers, uploads, text_mb, web_workers, intake_concurrency, broker_url) -> None:
+    env = dict(os.environ)
+    env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), DATABASE_URL=database_url,
+               CELERY_BROKER_URL=broker_url, INTAKE_QUEUE=queues[0], VERIFICATION_QUEUE=queues[1],
+               SECURE_SSL_REDIRECT="0", ALLOWED_HOSTS="127.0.0.1,localhost",
+               USE_MANIFEST_STATIC="0", MEDIA_ROOT=str(tmp / "media"),
+               SUBMISSION_STAGING_DIR=str(tmp / "staging"), LOG_LEVEL="WARNING",
+               CONN_MAX_AGE="60")
+    for step in (("migrate", "--noinput"), ("load_demo",), ("sync_tasks",)):
+        _manage(served, env, *step)
+    token = _manage(served, env, "issue_token", "bench", "--staff").strip().splitlines()[-1]
+    _use(name)
+    from evaluation.models import BenchmarkVersion
+    from tests.submissions.harbor_fixtures import build_metadata
+
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    tasks = {t.name: t.content_digest for t in bv.tasks.all()}
+    started = time.perf_counter()
+    archives = [bench.build_archive(tmp, tasks, n=n, mb=mb, text_mb=text_mb)
+                for n in range(uploads)]
+    meta = tmp / "metadata.yaml"
+    meta.write_text(yaml.safe_dump(build_metadata()))
+    size = sum(a.stat().st_size for a in archives) / uploads / 1e6
+    has_intake = "INTAKE_QUEUE" in (served / "config" / "settings.py").read_text()
+    _say(cmd, f"R14 bench_upload --load: {served} (intake worker: "
+              f"{'yes, concurrency ' + str(intake_concurrency) if has_intake else 'none, uploads are processed in the web request'}); "
+              f"gunicorn -c config/gunicorn.py -w {web_workers}; {readers} readers on "
+              f"{', '.join(p.split('?')[0] for p in bench.READ_PATHS)}; {uploads} uploads of "
+              f"{size:.1f} MB ({time.perf_counter() - started:.0f} s to build)")
+    worker = (bench.IntakeWorker(tree=served, env=env, queue=queues[0],
+                                 concurrency=intake_concurrency, log=tmp / "worker.log")
+              if has_intake else contextlib.nullcontext())
+    with web.Gunicorn(app="config.wsgi", env=env, cwd=served, workers=web_workers) as server, \
+            worker:
+        for path in bench.READ_PATHS:  # warm: the first hits render and cache
+            web.get(server.port, path)
+        idle = bench.Reads()
+        stop = threading.Event()
+        stop.set()
+        bench.read_until(server.port, readers=readers, stop=stop, reads=idle, at_least=2)
+        _say(cmd, idle.line("  readers alone"))
+        csv_mb = bench.csv_memory(server)
+        _say(cmd, f"  20 concurrent /leaderboard.csv: web workers' peak RSS +{csv_mb:.1f} MB")
+        for pid in server.worker_pids():
+            web.reset_peak(pid)
+        rss_before = {pid: web.rss_kb(pid) for pid in server.worker_pids()}
+        loaded = bench.Reads()
+        stop = threading.Event()
+        reading = threading.Thread(target=bench.read_until, kwargs={
+            "port": server.port, "readers": readers, "stop": stop, "reads": loaded})
+        reading.start()
+        time.sleep(1)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=uploads) as pool:
+            results = list(pool.map(
+                lambda a: bench.upload_and_follow(server.port, token, a, meta), archives))
+        wall = time.perf_counter() - t0
+        stop.set()
+        reading.join()
+        growth = max(web.rss_kb(pid, "VmHWM") - rss_before[pid]
+                     for pid in rss_before) / 1024
+    _say(cmd, loaded.line(f"  readers during the uploads ({wall:.0f} s)"))
+    for line in bench.summary(results):
+        _say(cmd, "  " + line)
+    _say(cmd, f"  web workers' peak RSS growth during the uploads: +{growth:.1f} MB")
