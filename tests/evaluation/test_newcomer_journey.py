@@ -80,6 +80,7 @@ def fresh_site(live_server, settings, tmp_path, docker_engine):
     worker = vs.Worker(media_root=media, queue=f"{vs.QUEUE}-journey",
                        env={"VERIFICATION_RERUN_TASKS": "1"}).start()
     settings.VERIFICATION_QUEUE = worker.queue
+    settings.INTAKE_QUEUE = worker.queue  # the same worker validates the upload first
     broker = app.conf.broker_url
     vs.point_celery_at(vs.BROKER_URL)
     try:
@@ -158,6 +159,8 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
         page.set_input_files("#id_metadata", str(work / "metadata.yaml"))
         page.click('[data-testid="upload-form"] button[type=submit]')
         page.wait_for_url("**/submissions/*/")
+        # Received at once; the page follows the worker's validation, then shows the trials.
+        page.locator('[data-testid="intake"]').wait_for(state="detached", timeout=180_000)
         assert page.locator('[data-testid="problems"]').count() == 0
         status_url = page.url
         pk = int(status_url.rstrip("/").rsplit("/", 1)[1])

@@ -116,6 +116,7 @@ class Worker:
             "DATABASE_URL": shared_database_url(),
             "CELERY_BROKER_URL": BROKER_URL,
             "VERIFICATION_QUEUE": self.queue,
+            "INTAKE_QUEUE": self.queue,  # one queue per test worker (intake tests set their own)
             "VERIFICATION_RUN_PREFIX": RUN_PREFIX,
             "MEDIA_ROOT": str(self.media_root),
             "VERIFICATION_HEARTBEAT_S": "1",

@@ -87,9 +87,7 @@ def test_sign_up_token_upload_and_status_page(site, tmp_path):
         assert "waiting for a validator" in page.locator('[data-testid="intake"]').inner_text()
         pk = int(page.url.rstrip("/").rsplit("/", 1)[-1])
         assert _intake_in_a_thread(pk) == "queued"
-        page.wait_for_function(
-            "document.querySelector('[data-field=\"status\"]').textContent === 'queued'",
-            timeout=15000)
+        page.locator('[data-field="status"]').filter(has_text="queued").wait_for(timeout=15000)
         assert page.locator('[data-testid="intake"]').count() == 0
         assert page.locator('[data-testid="trials"] tbody tr').count() == 21
         page.wait_for_timeout(3500)  # one live poll of the status JSON
