@@ -62,6 +62,7 @@ def moderation_queue(*, limit: int = 500) -> list[Submission]:
     """Submissions a maintainer can act on, oldest first. One query."""
     return list(
         Submission.objects.exclude(status__in=[SubmissionStatus.REJECTED,
+                                               SubmissionStatus.REFUSED,
                                                SubmissionStatus.WITHDRAWN])
         .filter(is_reconstructed=False)
         .select_related("agent", "benchmark_version", "owner")
