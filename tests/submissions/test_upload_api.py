@@ -366,16 +366,17 @@ def test_the_api_documentation_describes_the_upload_as_it_answers(synthetic, tmp
         ref = upload["responses"][status]["content"]["application/json"]["schema"]["$ref"]
         return set(schema["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"])
 
-    assert {"201", "400", "401", "409", "413", "429"} <= set(upload["responses"])
+    assert {"202", "400", "401", "409", "413", "429"} <= set(upload["responses"])
     assert set(Client().post("/api/v1/submissions/", {}).json()) == documented("401")
-    refused = _post(token, b"not an archive", build_metadata())
+    refused = Client(HTTP_AUTHORIZATION=f"Token {token}").post(
+        "/api/v1/submissions/", {"archive": "not a file"})
     assert refused.status_code == 400 and set(refused.json()) == documented("400")
     problem_ref = schema["components"]["schemas"]["UploadRefused"]["properties"]["problems"]
     problem = schema["components"]["schemas"][problem_ref["items"]["$ref"].rsplit("/", 1)[1]]
     assert set(refused.json()["problems"][0]) == set(problem["properties"])
     _bv, tasks = synthetic
     accepted = _post(token, _job_archive(tmp_path, tasks), build_metadata())
-    assert accepted.status_code == 201 and set(accepted.json()) == documented("201")
+    assert accepted.status_code == 202 and set(accepted.json()) == documented("202")
 
 
 def test_the_submit_pages_curl_upload_runs_as_typed(live_server, transactional_db, settings,
@@ -409,7 +410,7 @@ def test_the_submit_pages_curl_upload_runs_as_typed(live_server, transactional_d
     # curl's progress meter goes to stderr; nothing else may.
     assert run.returncode == 0 and "not found" not in run.stderr, run.stderr
     first = json.loads(run.stdout)
-    assert first["status"] == "queued", first
+    assert first["status"] == "received", first  # validated by the intake worker
     key = Submission.objects.get(pk=first["id"]).idempotency_key
     assert len(key) == 36, key  # a UUID was sent
     # A retry with the key kept, as the page says: the same answer, no second upload.

@@ -1,12 +1,4 @@
-"""Measure uploads against the web process: its memory while it receives one large upload
-(default), or R14 with ``--load``: 200 readers of the leaderboard API and CSV beside 10
-concurrent 50 MB uploads on real gunicorn and a real intake worker (submissions/bench.py).
-
-    manage.py bench_upload --mb 200                  # one upload, the worker's peak memory
-    manage.py bench_upload --load                    # R14 on this checkout
-    manage.py bench_upload --load --tree ../before   # the same on another checkout
-
-Default mode:
+"""Measure the web process's memory while it receives a large upload.
 
 Starts gunicorn (one sync worker) on this settings/database, uploads a tar.gz of the given size
 (incompressible bytes inside a job-directory shape) through the real API with a token, and
@@ -49,25 +41,9 @@ class Command(BaseCommand):
     help = "Upload a large archive to a real gunicorn worker and print its memory figures."
 
     def add_arguments(self, parser):
-        parser.add_argument("--mb", type=int, default=None,
-                            help="archive size (default 200; 50 per upload with --load)")
-        parser.add_argument("--load", action="store_true", help="R14: readers + uploads")
-        parser.add_argument("--tree", default="", help="--load: the checkout to serve")
-        parser.add_argument("--readers", type=int, default=200)
-        parser.add_argument("--uploads", type=int, default=10)
-        parser.add_argument("--text-mb", type=int, default=4,
-                            help="--load: MB of each upload that is a text log (scanned)")
-        parser.add_argument("--web-workers", type=int, default=3)
-        parser.add_argument("--intake-concurrency", type=int, default=1)
-        parser.add_argument("--broker-url", default="redis://127.0.0.1:6379/14")
+        parser.add_argument("--mb", type=int, default=200)
 
-    def handle(self, *args, mb: int | None, load: bool, **options):
-        if load:
-            from submissions.management.commands._bench_load import run_load
-
-            run_load(self, mb=mb or 50, **options)
-            return
-        mb = mb or 200
+    def handle(self, *args, mb: int, **options):
         from django.contrib.auth import get_user_model
 
         user, _ = get_user_model().objects.get_or_create(username="bench-upload",

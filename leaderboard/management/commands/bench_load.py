@@ -1,4 +1,10 @@
-"""``bench_upload --load``: R14 on a throwaway database (see submissions/bench.py)."""
+"""manage.py bench_load: reliability row R14 on a throwaway database (leaderboard/bench/load.py).
+
+    manage.py bench_load                  # this checkout
+    manage.py bench_load --tree ../before # the same on another checkout (before/after)
+
+A sibling of bench_upload (one upload's memory, in submissions) rather than a mode of it: it
+serves the leaderboard, which the submissions app may not import (lint-imports layers)."""
 
 from __future__ import annotations
 
@@ -17,11 +23,11 @@ from urllib.parse import quote
 import psycopg
 import yaml
 from django.conf import settings
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from leaderboard.bench import web
-from submissions import bench
+from leaderboard.bench import load as bench
 
 
 def _url(db: dict, name: str) -> str:
@@ -45,11 +51,29 @@ def _use(name: str) -> None:
     connections["default"].settings_dict["NAME"] = name
 
 
+class Command(BaseCommand):
+    help = "R14: 200 readers of the leaderboard API and CSV beside 10 concurrent 50 MB uploads."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--tree", default="", help="the checkout to serve (default: this)")
+        parser.add_argument("--mb", type=int, default=50, help="size of each upload")
+        parser.add_argument("--readers", type=int, default=200)
+        parser.add_argument("--uploads", type=int, default=10)
+        parser.add_argument("--text-mb", type=int, default=4,
+                            help="MB of each upload that is a text log (scanned)")
+        parser.add_argument("--web-workers", type=int, default=3)
+        parser.add_argument("--intake-concurrency", type=int, default=1)
+        parser.add_argument("--broker-url", default="redis://127.0.0.1:6379/14")
+
+    def handle(self, *args, **options):
+        run_load(self, **options)
+
+
 def run_load(cmd, *, mb: int, tree: str, readers: int, uploads: int, text_mb: int,
              web_workers: int, intake_concurrency: int, broker_url: str, **_options) -> None:
     db = settings.DATABASES["default"]
     if connections["default"].vendor != "postgresql":
-        raise CommandError("bench_upload --load needs DATABASE_URL=postgres://...")
+        raise CommandError("bench_load needs DATABASE_URL=postgres://...")
     served = Path(tree or settings.BASE_DIR).resolve()
     name = f"hab_bench_upload_{os.getpid()}"
     admin = psycopg.connect(_url(db, "postgres"), autocommit=True)
@@ -101,7 +125,7 @@ def _run(cmd, served: Path, tmp: Path, database_url: str, name: str, queues: tup
     meta.write_text(yaml.safe_dump(build_metadata()))
     size = sum(a.stat().st_size for a in archives) / uploads / 1e6
     has_intake = "INTAKE_QUEUE" in (served / "config" / "settings.py").read_text()
-    _say(cmd, f"R14 bench_upload --load: {served} (intake worker: "
+    _say(cmd, f"R14 bench_load: {served} (intake worker: "
               f"{'yes, concurrency ' + str(intake_concurrency) if has_intake else 'none, uploads are processed in the web request'}); "
               f"gunicorn -c config/gunicorn.py -w {web_workers}; {readers} readers on "
               f"{', '.join(p.split('?')[0] for p in bench.READ_PATHS)}; {uploads} uploads of "

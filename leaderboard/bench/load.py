@@ -1,4 +1,4 @@
-"""R14 load measurement for ``manage.py bench_upload --load`` (reliability matrix row R14).
+"""R14 load measurement for ``manage.py bench_load`` (reliability matrix row R14).
 
 Serves a checkout of the site (this one, or ``--tree`` for a before/after comparison: each
 tree migrates its own throwaway database) with real gunicorn and ``config/gunicorn.py``, a real
@@ -104,7 +104,7 @@ def read_until(port: int, *, readers: int, stop: threading.Event, reads: Reads,
 def build_archive(out: Path, tasks: dict[str, str], *, n: int, mb: int, text_mb: int) -> Path:
     """A valid Harbor run (3 attempts of every task) padded to about ``mb`` MB compressed:
     ``text_mb`` MB of agent log (words, scanned for secrets) and the rest as a binary artifact."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.submissions.harbor_fixtures import build_job_dir
 
     root = out / f"run-{n}"
