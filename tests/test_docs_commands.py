@@ -213,3 +213,19 @@ def test_the_documents_commands_work_as_typed_in_a_fresh_clone(clone):
                 path.write_text(path.read_text().replace("TODO", "Written by the contributor"))
     assert {"make run", ".venv/bin/python manage.py issue_token newcomer"} <= done, done
     assert any("sync_tasks --new-version" in c for c in done), done
+    # The checklist's "nothing else changed": only the new package and the new manifest.
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=clone, capture_output=True, text=True, check=True).stdout
+    changed = {line[3:].split("/")[0] + "/" + line[3:].split("/")[1] for line in
+               status.splitlines()}
+    assert changed <= {"tasks/pathology-tumor-region", "tasks/benchmarks"}, status
+
+
+def test_what_the_documents_have_you_create_is_ignored_by_git():
+    """Harbor's jobs/ (the Submit page's loop, CONTRIBUTING's step 5), the upload archive and
+    metadata.yaml at the repository root never show up as changes of a task pull request."""
+    for path in ("jobs/clinical-trial-matching/result.json", "jobs/2026-12-03__15-28-13/x",
+                 "run.tar.gz", "metadata.yaml"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0, path
+    assert subprocess.run(["git", "check-ignore", "-q", "tasks/benchmarks/x@1.1.toml"],
+                          cwd=REPO).returncode == 1

@@ -123,6 +123,7 @@ def render_instruction(category: str) -> str:
 TODO: describe the task in a few sentences. The input data is under `/workspace/data/`.
 
 Write your answer to `{target}`.
+TODO: its exact format and when it passes (CONTRIBUTING.md, section 1, has each category's).
 """
 
 
@@ -196,6 +197,8 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"created {root}"))
         todo = "instruction.md and README.md" + ("" if synthetic else " and solution/solve.sh")
         self.stdout.write(f"next: replace the TODO text in {todo}, then run "
+                          "`.venv/bin/python -m pytest tests/tasks -q -p no:django "
+                          "-m \"not docker\"` and "
                           f"`.venv/bin/python manage.py validate_task {_shown(root)}`; "
                           "release it in a new benchmark version with "
                           "`.venv/bin/python manage.py sync_tasks --new-version <name>@<version>`")
