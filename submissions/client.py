@@ -105,15 +105,29 @@ def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.
         conn = conn_cls(target.netloc, timeout=60)
         conn.request("GET", target.path, headers={"Authorization": f"Token {token}"})
         doc = json.loads(conn.getresponse().read())
-        out.write(f"status {doc['status']}, {doc['progress']['done']}/{doc['progress']['total']}"
-                  f" trials, queue position {doc.get('queue_position')}\n")
+        out.write(progress_line(doc) + "\n")
         if doc["status"] in until:
             return doc
         time.sleep(interval)
 
 
+def progress_line(doc: dict) -> str:
+    """One line per poll: the state, trials done, the queue position while queued and the
+    verification job's checks while it runs."""
+    line = f"status {doc['status']}, {doc['progress']['done']}/{doc['progress']['total']} trials"
+    if doc.get("queue_position") is not None:
+        line += f", queue position {doc['queue_position']}"
+    job = doc.get("verification") or {}
+    if job.get("job") and job.get("status") in ("pending", "running"):
+        line += (f"; job {job['status']}: re-graded {job['regrade']['done']}/"
+                 f"{job['regrade']['total']}, replayed {job['replay']['done']}, "
+                 f"re-run {job['rerun']['done']}")
+    return line
+
+
 def verdict_lines(url: str, doc: dict) -> list[str]:
-    """What a submitter needs to read at the end: the state, the checks, where to look."""
+    """What a submitter needs to read at the end: the state, the verdict in one sentence, where
+    to look for the rest (the status page)."""
     lines = [f"submission {doc['id']} on {doc.get('benchmark') or '(not read)'}: {doc['status']}"]
     if doc.get("status_reason"):
         lines.append(f"  reason: {doc['status_reason']}")
@@ -121,10 +135,9 @@ def verdict_lines(url: str, doc: dict) -> list[str]:
         lines += [f"  {p.get('code')}  {p.get('path')}: {p.get('message')}"
                   for p in doc.get("problems") or []]
     verification = doc.get("verification") or {}
-    for key in ("verdict", "summary"):
-        value = verification.get(key)
-        if value:
-            lines.append(f"  {key}: {value if isinstance(value, str) else json.dumps(value)}")
+    if verification.get("verdict"):
+        headline = (verification.get("summary") or {}).get("headline", "")
+        lines.append(f"  verdict: {headline or verification['verdict']}")
     lines.append(f"  status page: {url.rstrip('/')}{doc['url']}")
     return lines
 

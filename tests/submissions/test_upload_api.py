@@ -418,3 +418,29 @@ def test_the_submit_pages_curl_upload_runs_as_typed(live_server, transactional_d
     run = subprocess.run(["bash", "-euc", retry], cwd=tmp_path, env={**env, "key": key},
                          capture_output=True, text=True, timeout=120)
     assert json.loads(run.stdout) == first and Submission.objects.count() == 1
+
+
+def test_the_clients_lines_are_sentences_not_python_values():
+    """Polling prints no "queue position None" and the verdict is its one-line headline, not
+    the job's whole summary as JSON."""
+    from submissions.client import progress_line, verdict_lines
+
+    job = {"job": 3, "status": "running", "regrade": {"done": 4, "total": 21},
+           "replay": {"done": 1}, "rerun": {"done": 0}, "verdict": "",
+           "summary": {}}
+    queued = {"status": "queued", "progress": {"done": 0, "total": 21}, "queue_position": 2,
+              "verification": {**job, "status": "pending", "regrade": {"done": 0, "total": 21}}}
+    assert progress_line(queued).startswith("status queued, 0/21 trials, queue position 2; "
+                                            "job pending")
+    running = {"status": "verifying", "progress": {"done": 4, "total": 21},
+               "queue_position": None, "verification": job}
+    assert progress_line(running) == ("status verifying, 4/21 trials; job running: re-graded "
+                                      "4/21, replayed 1, re-run 0")
+    done = {"id": 9, "benchmark": "b@1", "status": "checked", "url": "/submissions/9/",
+            "progress": {"done": 21, "total": 21}, "queue_position": None,
+            "verification": {**job, "status": "done", "verdict": "checked", "summary": {
+                "headline": "checked: 21/21 re-grades match", "judge": {"requests": 0}}}}
+    assert progress_line(done) == "status checked, 21/21 trials"
+    assert verdict_lines("http://site/", done) == [
+        "submission 9 on b@1: checked", "  verdict: checked: 21/21 re-grades match",
+        "  status page: http://site/submissions/9/"]
