@@ -7,7 +7,7 @@ packs the job directories into a .tar.gz (regular files only), uploads it with a
 and an Idempotency-Key (so a retry after a dropped connection cannot submit twice), then polls
 the submission's status until verification reaches a verdict (or --until queued) and prints
 it. The upload is validated after it is received (status received, validating): a refused one
-prints every problem found. Exit status: 0 verified or published, 1 refused, discrepancy, failed or rejected.
+prints every problem found. Exit status: 0 verified, checked or published; 1 refused, discrepancy, failed or rejected.
 Run it from the repository as `.venv/bin/python -m submissions.client ...`, or copy this one
 file anywhere and run `python3 client.py ...`. Equivalent curl:
 
