@@ -145,7 +145,9 @@ def test_the_open_status_page_follows_each_step_to_the_verdict(site, tmp_path):
         page.click('[data-testid="upload-form"] button[type=submit]')
         page.wait_for_url("**/submissions/*/")
         pk = int(page.url.rstrip("/").rsplit("/", 1)[1])
-        assert page.locator('[data-field="job-status"]').inner_text() == "pending"
+        assert page.locator('[data-field="status"]').inner_text() == "received"
+        assert _intake_in_a_thread(pk) == "queued"  # the intake worker's service
+        expect(page.locator('[data-field="job-status"]')).to_have_text("pending", timeout=15000)
 
         def start():
             sub = Submission.objects.get(pk=pk)
