@@ -429,6 +429,16 @@ def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
                 "metadata_model_mismatch", "metadata:models",
                 f"the trials ran model {agent.model_name!r}; metadata lists "
                 f"{[m.model_name for m in metadata.models]}"))
+    elif agent.name in REFERENCE_AGENTS and not agent.import_path:
+        # Harbor's oracle and nop call no model: the leaderboard shows the model the trials ran,
+        # so metadata naming one (a claim the trials contradict) is refused, not shown as fact.
+        claimed = [m.model_name for m in metadata.models if _norm(m.model_name) != "none"]
+        if claimed:
+            problems.append(Problem(
+                "metadata_model_mismatch", "metadata:models",
+                f"the trials ran Harbor's {agent.name!r} agent, which calls no model; metadata "
+                f"lists {claimed}. List `models: [{{model_name: none, model_provider: none, "
+                f"model_display_name: no model, model_org_display_name: none}}]`"))
     names = {_norm(agent.name), _norm(trials[0].agent_info_name if trials else None)}
     if agent.import_path:
         module, _, cls = agent.import_path.partition(":")

@@ -116,10 +116,31 @@ def test_harbor_020_sparse_config_dumps_validate(tmp_path, spec):
     assert validate_submission(tmp_path, _meta(), spec).problems == []
 
 
+NO_MODEL = [{"model_name": "none", "model_provider": "none", "model_display_name": "no model",
+             "model_org_display_name": "none"}]
+
+
+def test_oracle_run_labelled_with_a_model_is_refused(tmp_path, spec):
+    """The trials ran Harbor's oracle (no -m): metadata naming GPT-5.5 would put that model on
+    the leaderboard as if the site had found it. Refused, with the metadata that fits."""
+    _build(tmp_path, spec, agent="oracle", model=None)
+    report = validate_submission(tmp_path, _meta(harness="oracle", agent_display_name="Oracle",
+                                                 harness_version="1.0.0"), spec)
+    assert [(p.code, p.path) for p in report.problems] == [
+        ("metadata_model_mismatch", "metadata:models")]
+    assert "calls no model" in report.problems[0].message
+    assert "'gpt-5.5'" in report.problems[0].message and "model_name: none" in report.problems[0].message
+    # The same run with the model it ran (none) is accepted.
+    assert validate_submission(tmp_path, _meta(harness="oracle", agent_display_name="Oracle",
+                                               harness_version="1.0.0", models=NO_MODEL),
+                               spec).problems == []
+
+
 def test_oracle_submission_with_metadata_yaml_at_the_root(tmp_path, spec):
     _build(tmp_path / "jobs", spec, agent="oracle", model=None)
     (tmp_path / "metadata.yaml").write_text(build_metadata(
-        harness="oracle", agent_display_name="Oracle", harness_version="1.0.0", fmt="yaml"))
+        harness="oracle", agent_display_name="Oracle", harness_version="1.0.0", fmt="yaml",
+        models=NO_MODEL))
     report = validate_submission(tmp_path, None, spec)
     assert report.problems == []
     assert report.metadata.harness == "oracle"
@@ -713,7 +734,8 @@ def test_harbors_oracle_records_no_trajectory_and_needs_none(tmp_path, spec):
         (trial / "agent" / "trajectory.json").unlink(missing_ok=True)
         (trial / "agent" / "oracle.txt").write_text("solve.sh ran\n")
     assert validate_submission(tmp_path / "o", _meta(harness="oracle", agent_display_name="Oracle",
-                                                      harness_version="1.0.0"), spec).problems == []
+                                                      harness_version="1.0.0", models=NO_MODEL),
+                               spec).problems == []
     codex = _build(tmp_path / "c", spec)
     (codex.all_trials()[0] / "agent" / "trajectory.json").unlink()
     report = validate_submission(tmp_path / "c", _meta(), spec)

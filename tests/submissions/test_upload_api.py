@@ -322,6 +322,7 @@ def test_the_public_submit_page_walks_through_the_whole_path(synthetic, client, 
     assert "/api/v1/submissions/" in guide and "Re-grade" in guide and "Sign up" in guide
     tryout = guide.split('data-testid="oracle-tryout">')[1].split("</p>")[0]
     assert "-a oracle" in tryout and "harness: oracle" in tryout  # what the upload checks
+    assert "model_name: none" in tryout  # the oracle calls no model (metadata_model_mismatch)
     assert 'data-testid="upload-form"' not in body  # logged out: the how-to only
     client.force_login(owner)
     assert 'data-testid="upload-form"' in client.get("/submit/").content.decode()
