@@ -246,8 +246,9 @@ class SubmissionDetailApi(APIView):
                    description="What its status page shows: status, progress (done/total "
                                "trials), queue_position, verification (stage, checks, verdict) "
                                "and score_history; its owner and maintainers also get "
-                               "status_reason, problems, secret_findings and events. Public once "
-                               "published; 404 for anyone else before that.",
+                               "status_reason, its validation problems, the redacted-credential "
+                               "report and its audit trail. Public once published; 404 for "
+                               "anyone else before that.",
                    operation_id="submissions_retrieve")
     def get(self, request: Request, pk: int) -> Response:
         user = request.user if request.user and request.user.is_authenticated else None

@@ -29,7 +29,8 @@ from . import PASS_VOTES, VOTES
 
 # Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
 # maintainers then re-score published submissions: `manage.py rescore --category`).
-VERSION = 1
+# 2: the judge client's reply/vote split for the judgement cache (30d5328); grades unchanged.
+VERSION = 2
 
 MAX_FINDINGS_CHARS = 20_000
 
