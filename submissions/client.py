@@ -103,8 +103,27 @@ def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.
         conn_cls = (http.client.HTTPSConnection if target.scheme == "https"
                     else http.client.HTTPConnection)
         conn = conn_cls(target.netloc, timeout=60)
-        conn.request("GET", target.path, headers={"Authorization": f"Token {token}"})
-        doc = json.loads(conn.getresponse().read())
+        try:
+            conn.request("GET", target.path, headers={"Authorization": f"Token {token}"})
+            resp = conn.getresponse()
+            status, raw = resp.status, resp.read()
+        except (OSError, http.client.HTTPException) as exc:  # a restart or a dropped link
+            out.write(f"status unknown ({exc.__class__.__name__}: {exc}); polling again\n")
+            time.sleep(interval)
+            continue
+        finally:
+            conn.close()
+        if status >= 500 or status == 429:  # transient: the site is busy or restarting
+            out.write(f"status unknown (HTTP {status}); polling again\n")
+            time.sleep(interval)
+            continue
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        if status != 200 or not isinstance(doc, dict) or "status" not in doc:
+            detail = doc.get("detail") if isinstance(doc, dict) else raw[:200].decode(errors="replace")
+            raise SystemExit(f"polling {target.geturl()} failed (HTTP {status}): {detail}")
         out.write(progress_line(doc) + "\n")
         if doc["status"] in until:
             return doc

@@ -349,7 +349,9 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     user = get_user_model().objects.create_user("verif-submitter", password="x")
     meta = tmp_path / "metadata.yaml"
     meta.write_text(yaml.safe_dump(build_metadata(
-        harness="oracle", harness_version="1.0.0", agent_display_name="Oracle")))
+        harness="oracle", harness_version="1.0.0", agent_display_name="Oracle",
+        models=[{"model_name": "none", "model_provider": "none",  # the oracle calls no model
+                 "model_display_name": "no model", "model_org_display_name": "none"}])))
     (job_dir,) = (tmp_path / "upload").iterdir()
     printed, errors, result = io.StringIO(), io.StringIO(), {}
     token = token_issue(user=user)[1]

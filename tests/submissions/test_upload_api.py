@@ -447,3 +447,17 @@ def test_the_clients_lines_are_sentences_not_python_values():
     assert verdict_lines("http://site/", done) == [
         "submission 9 on b@1: checked", "  verdict: checked: 21/21 re-grades match",
         "  status page: http://site/submissions/9/"]
+
+
+def test_polling_a_submission_that_is_not_there_ends_with_a_sentence(live_server, token):
+    """The client's poll reads the HTTP status: a 404 (a wrong id, or another owner's
+    submission) ends the command with the site's reason, not a Python KeyError traceback."""
+    import io
+
+    from submissions.client import poll
+
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as ended:
+        poll(live_server.url, token, "/api/v1/submissions/999999/", interval=0.01, out=out)
+    assert "failed (HTTP 404)" in str(ended.value) and "/api/v1/submissions/999999/" in str(ended.value)
+    assert out.getvalue() == ""
