@@ -1,5 +1,6 @@
 """Health of an evaluation worker (reliability matrix R12): enough free disk, a reachable Docker
-engine with a patched runc, the base image present (with the expected id when one is pinned)
+engine with a patched runc, the base image of this checkout present under its content tag (with the expected id when one is
+pinned), the harness image of each Harbor installed agent configured for the re-run
 and every registered task image present under its content-digest tag.
 
 A worker checks its health before claiming a job (submissions.verification): an unhealthy
@@ -62,20 +63,35 @@ def worker_health(*, task_dirs: list[Path] | None = None) -> dict:
             "checked_at": time.time()}
 
 
+def needed_harnesses() -> list[str]:
+    """The Harbor installed agents this worker may re-run, so whose harness image it needs: each
+    one configured in VERIFICATION_HARBOR_AGENTS, when the re-run check is on and a model
+    endpoint is configured (without one nothing is re-run)."""
+    if "rerun" not in (settings.VERIFICATION_CHECKS or []):
+        return []
+    if not settings.VERIFICATION_RERUN_MODEL_ENDPOINTS:
+        return []
+    return sorted(name for name in (settings.VERIFICATION_HARBOR_AGENTS or {})
+                  if runner.installed_harness(name) is not None)
+
+
 def _image_checks(task_dirs: list[Path] | None) -> list[dict]:
+    """This checkout's images, by content tag: the base image (recipe + grader files), every
+    task image built FROM it, and the harness image of each re-run harness it needs."""
     import docker
 
     c = runner.client()
     checks = []
+    tag = runner.base_image_tag()
     try:
-        base = c.images.get(settings.TASK_BASE_IMAGE)
+        base = c.images.get(tag)
     except docker.errors.ImageNotFound:
-        return [_check(f"image {settings.TASK_BASE_IMAGE}", False,
-                       "missing: run `make images`")]
+        return [_check(f"base image {tag}", False, "missing: run scripts/build-images "
+                       "(this checkout's recipe and grader files are not built)")]
     except Exception as exc:  # noqa: BLE001
-        return [_check(f"image {settings.TASK_BASE_IMAGE}", False, f"{type(exc).__name__}: {exc}")]
+        return [_check(f"base image {tag}", False, f"{type(exc).__name__}: {exc}")]
     expected = settings.VERIFICATION_EXPECTED_BASE_IMAGE_ID
-    checks.append(_check(f"image {settings.TASK_BASE_IMAGE}",
+    checks.append(_check(f"base image {tag}",
                          not expected or base.id == expected,
                          base.id if not expected or base.id == expected
                          else f"{base.id} is not the expected {expected}"))
@@ -87,6 +103,13 @@ def _image_checks(task_dirs: list[Path] | None) -> list[dict]:
         if not runner.image_exists(tag):
             missing.append(tag)
     checks.append(_check("task images (content-digest tags)", not missing,
-                         f"missing: {', '.join(missing)} (run `make images`)" if missing
+                         f"missing: {', '.join(missing)} (run scripts/build-images)" if missing
                          else f"{len(task_dirs)} present"))
+    for name in needed_harnesses():
+        tag = runner.harness_image_tag(runner.installed_harness(name))
+        present = runner.image_exists(tag)
+        checks.append(_check(f"harness image {tag}", present,
+                             "present" if present else
+                             f"missing: run scripts/build-images --harness {name} ({name} is "
+                             "configured for the re-run in VERIFICATION_HARBOR_AGENTS)"))
     return checks

@@ -82,6 +82,7 @@ from evaluation.runner.harbor import (
     harbor_version,
     site_kwargs,
 )
+from evaluation.runner.base import base_image_digest, base_image_files, base_image_tag
 from evaluation.runner.images import (
     TASK_DIGEST_LABEL,
     TASK_IMAGE_REPO,
@@ -158,6 +159,7 @@ __all__ = [
     "harness_task_image", "installed_harness",
     "JudgeGateway", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
     "bare_docker_run", "build_task_image", "engine_control_run", "client", "declared_outputs", "discover_tasks",
+    "base_image_digest", "base_image_files", "base_image_tag",
     "engine_status", "ensure_base_image", "image_build", "image_exists", "image_size",
     "prune_task_images",
     "load_task_toml", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",

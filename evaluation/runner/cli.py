@@ -14,6 +14,7 @@ from pathlib import Path
 
 import django
 
+from evaluation.runner.base import base_image_digest, base_image_files, base_image_tag
 from evaluation.runner.engine import (
     APP_LABEL,
     LABEL_APP,
@@ -66,9 +67,18 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("name")
     h.add_argument("--wheels", type=Path, required=True)
     h.add_argument("--force", action="store_true")
+    bi = sub.add_parser("base-image", help="this checkout's base image: its content tag, "
+                        "digest or grader files (scripts/build-images asks; no Docker)")
+    bi.add_argument("what", choices=["tag", "digest", "files"])
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
+    if args.cmd == "base-image":
+        if args.what == "files":
+            print("\n".join(base_image_files()))
+        else:
+            print(base_image_tag() if args.what == "tag" else base_image_digest())
+        return 0
     if args.cmd == "status":
         print(json.dumps(engine_status(), indent=2))
         return 0

@@ -25,8 +25,7 @@ import logging
 import ssl
 from pathlib import Path
 
-from django.conf import settings
-
+from evaluation.runner.base import base_image_tag
 from evaluation.runner.container import ContainerRun
 from evaluation.runner.engine import (
     APP_LABEL,
@@ -125,7 +124,7 @@ def model_egress(spec: ModelGateway, *, job_id, attempt: int, log_out: list):
                                 options=INTERNAL_NETWORK_OPTIONS,
                                 labels={LABEL_APP: APP_LABEL, LABEL_JOB: job})
     run = ContainerRun(
-        settings.TASK_BASE_IMAGE, purpose="modelgw", job_id=job_id, attempt=attempt,
+        base_image_tag(), purpose="modelgw", job_id=job_id, attempt=attempt,
         limits=Limits(cpus=1, memory_mb=256, timeout_s=spec.lifetime_s), volumes={"/gw": 16},
         seed_workspace=False, network=spec.network,
     )

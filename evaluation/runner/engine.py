@@ -12,6 +12,8 @@ import threading
 
 from django.conf import settings
 
+from evaluation.runner.base import base_image_tag
+
 APP_LABEL = "healthagentbench"
 LABEL_APP = "app"
 LABEL_PURPOSE = "purpose"
@@ -144,7 +146,7 @@ def engine_status() -> dict:
         "runc_patched": None,
         "storage_driver": None,
         "cgroup_version": None,
-        "base_image": settings.TASK_BASE_IMAGE,
+        "base_image": base_image_tag(),
         "base_image_present": None,
         "error": None,
     }
@@ -175,7 +177,7 @@ def engine_status() -> dict:
     # Debian's bookworm runc 1.1.5+ds1-1+deb12u1 carries the CVE-2024-21626 fix as a backport.
     status["runc_patched"] = bool(parsed and (parsed >= MIN_RUNC or "deb12u" in runc))
     try:
-        c.images.get(settings.TASK_BASE_IMAGE)
+        c.images.get(status["base_image"])
         status["base_image_present"] = True
     except Exception:  # noqa: BLE001
         status["base_image_present"] = False

@@ -14,8 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-from django.conf import settings
-
+from evaluation.runner.base import base_image_tag
 from evaluation.runner.container import ContainerRun
 from evaluation.runner.engine import (
     APP_LABEL,
@@ -90,7 +89,7 @@ def judge_gateway(spec: JudgeGateway, *, job_id, attempt: int, log_out: list):
             labels={LABEL_APP: APP_LABEL, LABEL_JOB: job},
         )
     run = ContainerRun(
-        settings.TASK_BASE_IMAGE, purpose="judge", job_id=job_id, attempt=attempt,
+        base_image_tag(), purpose="judge", job_id=job_id, attempt=attempt,
         limits=Limits(cpus=1, memory_mb=256, timeout_s=3600), volumes={"/judge": 16},
         seed_workspace=False, network=spec.network,
         shared_volumes={SOCKET_DIR: (vname, False)},

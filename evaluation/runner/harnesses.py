@@ -27,10 +27,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from django.conf import settings
-
+from evaluation.runner.base import base_image_tag
 from evaluation.runner.engine import APP_LABEL, LABEL_APP, InfrastructureError, _infra, client
-from evaluation.runner.images import ensure_base_image, image_build, image_exists
+from evaluation.runner.images import image_build, image_exists
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +107,7 @@ def _uv_wheel(wheels: Path) -> Path:
 def harness_dockerfile(harness: InstalledHarness, uv_wheel: str) -> str:
     env = " ".join(f"{k}={v}" for k, v in HARNESS_ENV.items() if k != "UV_OFFLINE")
     return (
-        f"FROM {settings.TASK_BASE_IMAGE}\n"
+        f"FROM {base_image_tag()}\n"
         "USER root\n"
         "COPY wheels/ /tmp/wheels/\n"
         "RUN set -e; cd /tmp \\\n"
@@ -125,9 +124,9 @@ def harness_dockerfile(harness: InstalledHarness, uv_wheel: str) -> str:
 
 
 def harness_image_tag(harness: InstalledHarness) -> str:
-    """hab-harness/<name>:<digest of the base image id, the lock and the Dockerfile>."""
+    """hab-harness/<name>:<digest of the lock and the Dockerfile (which names the base image's
+    content tag)>."""
     h = hashlib.sha256()
-    h.update(ensure_base_image().encode())
     h.update(harness.requirements_path.read_bytes())
     h.update(harness_dockerfile(harness, "uv.whl").encode())
     return f"{HARNESS_IMAGE_REPO}/{harness.name}:{h.hexdigest()[:24]}"

@@ -6,12 +6,17 @@ import hashlib
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from django.conf import settings
 
 from evaluation.digests import update_from_file
+from evaluation.runner.base import (
+    ALIAS_FROM,
+    base_image_tag,
+    missing_base_message,
+)
 from evaluation.runner.engine import (
     APP_LABEL,
     LABEL_APP,
@@ -83,16 +88,15 @@ def image_build(
 
 
 def ensure_base_image() -> str:
-    """The runtime base image's id; InfrastructureError naming the fix when it is missing."""
+    """The id of this checkout's base image (base.base_image_tag: the content-addressed tag of
+    its recipe and grader files); InfrastructureError naming the fix when it is not built."""
     docker = _docker()
+    tag = base_image_tag()
     with _infra("inspecting the base image"):
         try:
-            return client().images.get(settings.TASK_BASE_IMAGE).id
+            return client().images.get(tag).id
         except docker.errors.ImageNotFound:
-            raise InfrastructureError(
-                f"base image {settings.TASK_BASE_IMAGE} is missing: run `make images` "
-                "(scripts/build-images builds it locally with debootstrap)"
-            ) from None
+            raise InfrastructureError(missing_base_message(tag)) from None
 
 
 def _iter_files(root: Path) -> Iterator[Path]:
@@ -129,31 +133,53 @@ def task_image_repo(task_dir: Path) -> str:
     return f"{TASK_IMAGE_REPO}/{clean(category)}/{clean(task_id)}"
 
 
+_FROM_ALIAS = re.compile(rf"^(\s*FROM\s+){re.escape(ALIAS_FROM)}(?=\s|$)",
+                         re.IGNORECASE | re.MULTILINE)
+
+
+def task_dockerfile(task_dir: Path, base_tag: str) -> str:
+    """The package's Dockerfile with its `FROM healthagentbench/base:bookworm` (the moving alias
+    Harbor's own build uses) replaced by the exact base tag of this checkout."""
+    text = (Path(task_dir) / "environment" / "Dockerfile").read_text()
+    return _FROM_ALIAS.sub(lambda m: m.group(1) + base_tag, text)
+
+
 def task_image_tag(task_dir: Path) -> str:
-    """hab-task/<category>/<task_id>:<digest of environment/ + the base image id>."""
+    """hab-task/<category>/<task_id>:<digest of environment/ + this checkout's base tag>. The
+    base tag is itself a content digest (recipe, grader files), so the task tag covers
+    everything baked into the image."""
     env_dir = Path(task_dir) / "environment"
     h = hashlib.sha256()
-    h.update(ensure_base_image().encode())
+    h.update(f"base {base_image_tag()}\nfrom-rewrite 1\n".encode())
     h.update(tree_digest(env_dir).encode())
     return f"{task_image_repo(task_dir)}:{h.hexdigest()[:24]}"
 
 
 def build_task_image(task_dir: Path, *, force: bool = False) -> tuple[str, bool]:
-    """Build the task's environment/Dockerfile unless its digest tag exists: (tag, built)."""
+    """Build the task's environment/Dockerfile FROM this checkout's base tag unless its digest
+    tag exists: (tag, built)."""
     task_dir = Path(task_dir)
     if not (task_dir / "environment" / "Dockerfile").is_file():
         raise ImageBuildError(f"{task_dir}/environment/Dockerfile is missing")
     tag = task_image_tag(task_dir)
     if not force and image_exists(tag):
         return tag, False
+    base = base_image_tag()
+    ensure_base_image()
     spec = load_task_toml(task_dir)
     timeout = (spec.get("environment") or {}).get("build_timeout_sec")
-    image_build(
-        task_dir / "environment",
-        tag,
-        labels={LABEL_APP: APP_LABEL, TASK_DIGEST_LABEL: tag.rsplit(":", 1)[1]},
-        timeout_s=timeout,
-    )
+    with tempfile.TemporaryDirectory(prefix="hab-task-dockerfile-") as tmp:
+        # Outside the context: the Docker SDK sends it alongside the context as the Dockerfile.
+        dockerfile = Path(tmp) / "Dockerfile"
+        dockerfile.write_text(task_dockerfile(task_dir, base))
+        image_build(
+            task_dir / "environment",
+            tag,
+            labels={LABEL_APP: APP_LABEL, TASK_DIGEST_LABEL: tag.rsplit(":", 1)[1],
+                    "org.healthagentbench.base-image": base},
+            dockerfile=str(dockerfile),
+            timeout_s=timeout,
+        )
     return tag, True
 
 

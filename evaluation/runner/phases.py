@@ -9,8 +9,7 @@ import json
 import logging
 from pathlib import Path, PurePosixPath
 
-from django.conf import settings
-
+from evaluation.runner.base import base_image_tag
 from evaluation.runner.container import ContainerRun
 from evaluation.runner.engine import (
     InfrastructureError,
@@ -275,7 +274,7 @@ def engine_control_run(*, job_id, attempt: int = 1) -> ExecResult:
     """A control run: `true` in a fresh container of the base image. Tells a task environment
     that fails apart from an engine that fails everything: InfrastructureError when the engine
     cannot run even this (the caller retries; nothing is decided on a broken engine)."""
-    with ContainerRun(settings.TASK_BASE_IMAGE, purpose="control", job_id=job_id,
+    with ContainerRun(base_image_tag(), purpose="control", job_id=job_id,
                       attempt=attempt, limits=Limits(timeout_s=60.0, memory_mb=256),
                       volumes={}) as run:
         result = run.exec(["true"], timeout_s=60, workdir="/")

@@ -10,6 +10,7 @@ import threading
 
 from django.conf import settings
 
+from evaluation.runner.base import base_image_tag
 from evaluation.runner.container import ContainerRun
 from evaluation.runner.engine import InfrastructureError, _infra, client
 from evaluation.runner.limits import Limits
@@ -37,7 +38,7 @@ def runtime_probe(runtime: str = GVISOR_RUNTIME) -> dict:
     if not result["listed"]:
         result["detail"] = f"the engine has no runtime {runtime!r}"
     else:
-        probe = ContainerRun(settings.TASK_BASE_IMAGE, purpose="probe",
+        probe = ContainerRun(base_image_tag(), purpose="probe",
                              job_id=f"{runtime}-{os.getpid()}-{threading.get_ident() % 10**6}",
                              limits=Limits(timeout_s=60, memory_mb=256), runtime=runtime,
                              seed_workspace=False)

@@ -56,7 +56,7 @@ def _engine_check() -> dict:
             _ENGINE.update(
                 ok=False,
                 why=(
-                    f"the base image {settings.TASK_BASE_IMAGE} is missing: run `make images` "
+                    f"the base image {status['base_image']} is missing: run `make images` "
                     "(or scripts/build-images --base), or set ALLOW_NO_DOCKER=1 to skip."
                 ),
             )
@@ -90,9 +90,9 @@ def docker_engine():
 
 @pytest.fixture(scope="session")
 def base_image(docker_engine):
-    from django.conf import settings
+    from evaluation import runner
 
-    return settings.TASK_BASE_IMAGE
+    return runner.base_image_tag()
 
 
 def pytest_terminal_summary(terminalreporter):

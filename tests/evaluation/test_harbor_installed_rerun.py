@@ -162,7 +162,7 @@ def test_mini_swe_agent_reaches_only_the_model_endpoint(settings, harness_ready,
         settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {"openai/stub-probe": _endpoint(stub, bridge)}
         settings.VERIFICATION_AGENT_SECRETS = {"STUB": SITE_KEY}
         control = runner.client().containers.run(
-            settings.TASK_BASE_IMAGE,
+            runner.base_image_tag(),
             ["python3", "-c", "import socket,sys; socket.create_connection((sys.argv[1], "
              "int(sys.argv[2])), 3); print('OPEN')", bridge, str(stub.port)],
             remove=True, network_mode="bridge").decode()

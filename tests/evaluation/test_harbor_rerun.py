@@ -107,7 +107,7 @@ def test_terminus2_reaches_only_the_site_endpoint(settings, harbor_ready, tmp_pa
         # The control: the same probe from a container on the default bridge reaches the
         # model server's host address, so "BLOCKED" below means the network is cut.
         control = runner.client().containers.run(
-            settings.TASK_BASE_IMAGE, ["bash", "-c", _probe([f"{gateway}:{stub.port}"])],
+            runner.base_image_tag(), ["bash", "-c", _probe([f"{gateway}:{stub.port}"])],
             remove=True, network_mode="bridge").decode()
         assert f"EGRESS {gateway}:{stub.port} OPEN" in control, control
 

@@ -64,11 +64,9 @@ def test_r13_same_output_graded_twice_and_in_parallel_gives_identical_results(tm
     assert second == first
     assert third == first
     assert all(r["reward"] == 1.0 for r in other_results), [r["rewards"] for r in other_results]
-    from django.conf import settings
-
     from evaluation import runner
 
-    with runner.ContainerRun(settings.TASK_BASE_IMAGE, purpose="test",
+    with runner.ContainerRun(runner.base_image_tag(), purpose="test",
                              job_id=f"r13{uuid.uuid4().hex[:6]}") as run:
         env = run.exec("echo $TZ $PYTHONHASHSEED; date +%Z").text.split()
     assert env == ["UTC", "0", "UTC"], env

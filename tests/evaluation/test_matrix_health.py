@@ -23,6 +23,7 @@ def test_r12_health_reports_disk_engine_runc_and_images(docker_engine, settings,
     under its content-digest tag. `manage.py worker_health` exits 1 when unhealthy."""
     from django.core.management import CommandError, call_command
 
+    from evaluation import runner
     from evaluation.health import worker_health
 
     report = worker_health()
@@ -52,12 +53,16 @@ def test_r12_health_reports_disk_engine_runc_and_images(docker_engine, settings,
     report = worker_health(task_dirs=[vs.REPO / "tasks" / CT, package])
     assert not report["healthy"]
     problem = " ".join(report["problems"])
-    assert "task images" in problem and "run `make images`" in problem
+    assert "task images" in problem and "run scripts/build-images" in problem
 
-    settings.TASK_BASE_IMAGE = "healthagentbench/base:r12-never-built"
+    # The base image is resolved by its content tag (recipe + grader files) in its repository.
+    settings.TASK_BASE_IMAGE = "healthagentbench/base-r12-never-built:bookworm"
+    tag = runner.base_image_tag()
+    assert tag.startswith("healthagentbench/base-r12-never-built:")
     report = worker_health()
     assert report["problems"] == [
-        "image healthagentbench/base:r12-never-built: missing: run `make images`"]
+        f"base image {tag}: missing: run scripts/build-images (this checkout's recipe and "
+        "grader files are not built)"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -97,7 +102,7 @@ def test_r12_unhealthy_worker_claims_nothing_and_a_held_job_is_requeued_unscored
     assert at_claim["healthy"], at_claim["problems"]
     monkeypatch.setattr(health, "worker_health", lambda **kw: at_claim)
     real_base = settings.TASK_BASE_IMAGE
-    settings.TASK_BASE_IMAGE = "healthagentbench/base:r12-gone"
+    settings.TASK_BASE_IMAGE = "healthagentbench/base-r12-gone:bookworm"
     with pytest.raises(runner.InfrastructureError, match="r12-gone"):
         verification_run(job_id=job.pk, worker="r12-held")
     j.refresh_from_db()

@@ -57,9 +57,9 @@ def test_s3_the_runner_refuses_root_from_a_task_or_a_caller(docker_engine, tmp_p
 
 
 def base_image_name():
-    from django.conf import settings
+    from evaluation import runner
 
-    return settings.TASK_BASE_IMAGE
+    return runner.base_image_tag()
 
 
 def test_s3_replayed_commands_run_under_gvisor(docker_engine, settings, tmp_path):

@@ -65,7 +65,7 @@ def _engine_check() -> dict:
             _ENGINE.update(ok=False, why=why)
         elif not status["base_image_present"]:
             why = (
-                f"the base image {settings.TASK_BASE_IMAGE} is missing: run `make images` "
+                f"the base image {status['base_image']} is missing: run `make images` "
                 "(or scripts/build-images --base), or set ALLOW_NO_DOCKER=1 to skip."
             )
             _ENGINE.update(ok=False, why=why)
