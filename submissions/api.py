@@ -120,7 +120,7 @@ _UPLOAD_DESCRIPTION = """Upload a Harbor run: the job directories as one archive
 metadata file (`metadata`, or a `metadata.yaml` at the archive root).
 
     tar czf run.tar.gz -C jobs .
-    key=$(python3 -c 'import uuid; print(uuid.uuid4())')   # keep it to retry the same upload
+    key=$(python3 -c 'import uuid; print(uuid.uuid4())')   # keep it: a retry, or the fixed upload after a refusal, reuses it
     curl -H "Authorization: Token $HAB_TOKEN" -H "Idempotency-Key: $key" \\
         -F archive=@run.tar.gz -F metadata=@metadata.yaml <site>/api/v1/submissions/
 
@@ -129,9 +129,11 @@ Harbor layout, metadata, secret scan). Follow `url` (the status page) or poll
 `GET /api/v1/submissions/{id}/` until `status` leaves `received`/`validating`: `queued` (then
 verification) or `refused`, with `problems` listing every problem at once (each with `code`,
 `path`, `message`). 401: no or a bad token. 400: no archive, or a bad metadata file field
-(`code`, `problems`). 409: the Idempotency-Key was used for another upload.
-413: too large. 429: daily quota used. A retry with the same Idempotency-Key returns the first
-answer."""
+(`code`, `problems`). 409: the Idempotency-Key belongs to another upload that was not refused
+(the detail names it; make a new key). 413: too large. 429: daily quota used. A retry with the
+same Idempotency-Key and the same archive and metadata returns the first answer (a refused
+upload's included). After a refusal, fix the job directory, re-pack and send it with the same
+key (or a new one): the corrected upload is a new submission and takes the key over."""
 
 _Refused = inline_serializer("UploadRefused", {
     "code": serializers.CharField(),

@@ -69,15 +69,41 @@ def request_digest(*, archive_sha256: str, metadata_text: str) -> str:
     ).hexdigest()
 
 
+NEW_KEY_HINT = "key=$(python3 -c 'import uuid; print(uuid.uuid4())')"
+
+
 def _replay(*, owner, idempotency_key: str, digest: str) -> Submission | None:
+    """The submission a retry repeats: the same key and the same body. A key whose upload was
+    refused may carry a new body (the corrected job directory): no replay, and
+    _release_refused_key frees the key. Any other new body under a used key is a conflict."""
     if not idempotency_key:
         return None
     existing = Submission.objects.filter(owner=owner, idempotency_key=idempotency_key).first()
     if existing is None:
         return None
-    if existing.request_digest != digest:
-        raise IdempotencyConflict("this Idempotency-Key was already used with a different body")
-    return existing
+    if existing.request_digest == digest:
+        return existing
+    if existing.status == SubmissionStatus.REFUSED:
+        return None
+    raise IdempotencyConflict(
+        f"this Idempotency-Key belongs to submission {existing.pk} ({existing.status}), "
+        "uploaded with a different archive or metadata; a key names one upload. For a new "
+        f"upload, make a new key ({NEW_KEY_HINT}) and send it again")
+
+
+def _release_refused_key(*, owner, idempotency_key: str, digest: str) -> list[Submission]:
+    """A corrected upload takes over the key of its refused predecessor (which keeps its
+    problems and history, without the key): the predecessors released. Inside the caller's
+    transaction, before the new row; two corrected uploads with one key then race on the unique
+    key (the loser replays or conflicts)."""
+    if not idempotency_key:
+        return []
+    released = list(Submission.objects.select_for_update()
+                    .filter(owner=owner, idempotency_key=idempotency_key,
+                            status=SubmissionStatus.REFUSED)
+                    .exclude(request_digest=digest))
+    Submission.objects.filter(pk__in=[s.pk for s in released]).update(idempotency_key="")
+    return released
 
 
 def metadata_text_problems(metadata_text: str) -> list[Problem]:
@@ -117,7 +143,8 @@ def submission_receive(
     archive_name: str | None = None,
 ) -> tuple[Submission, bool]:
     """Keep one upload for the intake worker. Returns (submission, created); a retry with the
-    same Idempotency-Key and body returns the original submission with created=False.
+    same Idempotency-Key and body returns the original submission with created=False. The key
+    of a refused upload may be sent again with a corrected body: a new submission takes it.
 
     The archive is not read here (beyond its hash): its problems are found by the intake worker
     and shown on the status page and API. Raises QuotaExceeded, IdempotencyConflict.
@@ -131,6 +158,8 @@ def submission_receive(
     try:
         with transaction.atomic():
             quota_consume(user=owner)
+            released = _release_refused_key(owner=owner, idempotency_key=idempotency_key,
+                                             digest=digest)
             submission = Submission.objects.create(
                 owner=owner, status=SubmissionStatus.RECEIVED, source="upload",
                 submitted_on=timezone.now().date(), archive_sha256=archive_sha,
@@ -139,6 +168,10 @@ def submission_receive(
                 upload_metadata=metadata_text)
             submission.events.create(to_status=SubmissionStatus.RECEIVED, actor=owner,
                                       note="uploaded; waiting for validation")
+            for old in released:
+                old.events.create(from_status=old.status, to_status=old.status, actor=owner,
+                                  note="its Idempotency-Key was reused by the corrected upload "
+                                       f"{submission.pk}")
             with _StagedFile(archive_path) as fh:
                 stored = default_storage.save(f"{_prefix(submission)}/archive", fh)
             Submission.objects.filter(pk=submission.pk).update(archive=stored)

@@ -141,6 +141,46 @@ def test_an_idempotent_retry_replays_the_original_and_a_changed_body_conflicts(
     assert Submission.objects.count() == 1
 
 
+def test_a_refused_uploads_key_takes_the_fixed_job_directory(
+        synthetic, tmp_path, token, owner, client, django_capture_on_commit_callbacks):
+    """The Submit page's curl snippet keeps one key: after a refusal the submitter fixes the
+    job directory, re-packs it and sends it with the same key. The same broken body replays the
+    refusal; the fixed one is a new submission that takes the key over (the refused one keeps
+    its problems and says where its key went); any other new body under a live key is a 409
+    that names the holder and the fix."""
+    _bv, tasks = synthetic
+    page = client.get("/submit/").content.decode()
+    assert "# keep it: a retry, or the fixed upload after a refusal, reuses it" in page
+
+    broken = _job_archive(tmp_path / "broken", dict(list(tasks.items())[:5]))
+    first = _post(token, broken, build_metadata(), key="fix-me")
+    refused = validated(first, token=token, capture=django_capture_on_commit_callbacks)
+    assert refused["status"] == "refused" and "attempts_missing" in problem_codes(refused)
+
+    again = _post(token, broken, build_metadata(), key="fix-me")
+    assert again.status_code == 202 and again.json() == {**first.json(), "status": "refused"}
+
+    fixed_archive = _job_archive(tmp_path / "fixed", tasks)
+    fixed = _post(token, fixed_archive, build_metadata(), key="fix-me")
+    doc = validated(fixed, token=token, capture=django_capture_on_commit_callbacks)
+    assert doc["status"] == "queued" and fixed.json()["id"] != first.json()["id"]
+    old = Submission.objects.get(pk=first.json()["id"])
+    assert (old.status, old.idempotency_key) == ("refused", "")
+    assert old.events.last().note == (
+        f"its Idempotency-Key was reused by the corrected upload {fixed.json()['id']}")
+    retry = _post(token, fixed_archive, build_metadata(), key="fix-me")
+    assert retry.status_code == 202 and retry.json()["id"] == fixed.json()["id"]
+    assert Submission.objects.count() == 2
+
+    other = _post(token, fixed_archive, build_metadata(notes="another run"), key="fix-me")
+    assert other.status_code == 409
+    assert other.json() == {"code": "idempotency_conflict", "detail": (
+        f"this Idempotency-Key belongs to submission {fixed.json()['id']} (queued), uploaded "
+        "with a different archive or metadata; a key names one upload. For a new upload, make "
+        "a new key (key=$(python3 -c 'import uuid; print(uuid.uuid4())')) and send it again")}
+    assert Submission.objects.count() == 2
+
+
 def test_an_invalid_submission_reports_every_problem_and_leaves_nothing(
         synthetic, tmp_path, token, owner, settings, django_capture_on_commit_callbacks):
     """Refused by the intake: every problem on the status API, no trial, no catalogue row, the
