@@ -141,6 +141,14 @@ def screen_findings(*, submission: Submission, trial: Trial | None = None) -> li
     return out
 
 
+def screened_count(*, submission: Submission) -> int:
+    """How many of this submission's trials the reward-hacking screen has looked at (one
+    screen check per counted pass and job). Zero means the screen never ran: the status page
+    says why instead of "no pass tripped a rule". One query."""
+    return TrialCheck.objects.filter(trial__submission=submission,
+                                     kind=CheckKind.SCREEN).values("trial_id").distinct().count()
+
+
 def infra_claims(*, submission: Submission) -> list[dict]:
     """The trials this submission reports as infrastructure errors: whether the site counts
     them (confirmed: left out of the denominator; else a failure), who confirmed and why, and

@@ -162,6 +162,7 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "reason_form": ReasonForm(), "statuses": SubmissionStatus,
         "verification": verification_progress(submission=submission),
         "screen": selectors.screen_findings(submission=submission),
+        "screened": selectors.screened_count(submission=submission),
         "infra": (infra := selectors.infra_claims(submission=submission)),
         "infra_confirmed": sum(c["trial"].infra_confirmed for c in infra),
     })
