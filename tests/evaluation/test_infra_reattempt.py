@@ -265,3 +265,81 @@ def test_over_the_cap_on_a_broken_environment_stays_a_failure(settings, oracle, 
     regrade = TrialCheck.objects.get(trial=t, kind=CheckKind.REGRADE)
     assert regrade.status == CheckStatus.ERROR and "the task environment failed" in regrade.reason
     assert sub.coverage["counted"] == 2 and sub.coverage["regraded"] == 1
+
+
+UNBUILDABLE = "ehr-format-conversion/unbuildable_env"
+
+
+@pytest.fixture(scope="module")
+def unbuildable_package(tmp_path_factory):
+    """A copy of a synthetic task whose environment cannot even be built: its Dockerfile copies
+    a directory its build context does not have."""
+    root = (tmp_path_factory.mktemp("unbuildable-tasks") / "ehr-format-conversion-unbuildable"
+            / "unbuildable_env")
+    shutil.copytree(vs.REPO / "tasks" / "ehr-format-conversion" / "synthetic_01", root)
+    dockerfile = root / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text()
+                          + "COPY not-in-the-build-context/ /opt/never-there/\n")
+    toml = root / "task.toml"
+    toml.write_text(toml.read_text().replace("ehr-format-conversion-synthetic_01",
+                                             "ehr-format-conversion-unbuildable_env"))
+    return root
+
+
+def test_an_environment_that_fails_to_build_confirms_the_claims(
+        settings, client, oracle, unbuildable_package, on_worker, django_user_model):
+    """A harness the site cannot run, on a task whose image cannot be built: the re-attempt of
+    the bare environment fails at the build (not at the start), a control container shows the
+    engine works, and both claims are confirmed by the site with that reason, on the trial and
+    on the public submission page; the published row leaves them out of the denominator
+    (hand-checked: 2/2, 2 claimed, 2 confirmed)."""
+    from django.db import transaction
+
+    from evaluation import runner
+    from evaluation.models import BenchmarkTask
+    from submissions.models import CheckStatus
+    from submissions.services import submission_publish
+    from submissions.verification import verification_enqueue
+
+    with pytest.raises(runner.ImageBuildError):
+        runner.build_task_image(unbuildable_package)
+    bv = vs.synthetic_version()
+    etl = bv.tasks.get(name="ehr-format-conversion/synthetic_01")
+    BenchmarkTask.objects.create(
+        benchmark_version=bv, category=etl.category, name=UNBUILDABLE,
+        package_path=str(unbuildable_package), runnable_here=True, is_synthetic=True,
+        position=98)
+    with transaction.atomic():
+        sub = vs.make_submission(
+            bv, outputs={CT: oracle[CT], UNBUILDABLE: oracle[CT]}, harness="closed-harness",
+            attempts=2, tasks=[CT, UNBUILDABLE],
+            claims={(UNBUILDABLE, 1): "infra", (UNBUILDABLE, 2): "infra"})
+        verification_enqueue(submission=sub)
+    sub = _wait_final(sub, on_worker)
+    assert sub.status != "failed", (sub.status_reason, on_worker.tail())
+
+    checks = _infra_checks(sub)
+    assert set(checks) == {(UNBUILDABLE, 1), (UNBUILDABLE, 2)}
+    for check in checks.values():
+        assert check.status == CheckStatus.MATCH, check.reason
+        assert check.detail["mode"] == "environment"
+        assert check.reason.startswith(
+            "confirmed: the site started the task environment and ran the verifier on an empty "
+            "output (no re-runnable harness, no replayable trajectory) and hit an "
+            "infrastructure failure too: the task environment failed to build: building "
+            "hab-task/ehr-format-conversion-unbuildable/unbuildable_env:"), check.reason
+        assert "not-in-the-build-context" in check.reason, check.reason
+        print(f"build-failure confirmation: {check.duration_s:.1f} s")
+    for t in sub.trials.filter(benchmark_task__name=UNBUILDABLE):
+        assert (t.outcome, t.infra_confirmed, t.infra_confirmed_by, t.verified_reward) == (
+            "infra_error", True, "site", None)
+        assert "the task environment failed to build" in t.infra_confirm_reason
+
+    maintainer = django_user_model.objects.create_user("maint-build", is_staff=True)
+    submission_publish(submission=sub, actor=maintainer)
+    row = _row(client, sub.agent.display_name)
+    assert (row["successes"], row["attempts"], row["infra_errors_claimed"],
+            row["infra_errors_confirmed"]) == (2, 2, 2, 2)
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert page.count("confirmed by the site&#x27;s re-attempt: not counted") == 2
+    assert "the task environment failed to build" in page
