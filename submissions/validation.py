@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
+from evaluation.graders import JUDGE_CATEGORIES
 from evaluation.grading import GradingInputError, load_json
 from evaluation.task_specs import load_task_package
 from submissions import pricing
@@ -275,16 +276,35 @@ def _check_infra_share(trials: list[ParsedTrial], max_share: float,
     for t in infra:
         if t.exception_type and t.exception_type not in by_job[t.job_dir]:
             by_job[t.job_dir].append(t.exception_type)
+    # The archive holds each job under its own name; the submitter's copy is where `harbor run
+    # -o jobs` (the Submit page) wrote it, so the command names it there: typed as shown from
+    # the folder they ran Harbor in, it resumes that job.
     commands = "; ".join(
-        f"harbor job resume -p {job}" + "".join(f" -f {e}" for e in sorted(errors))
-        for job, errors in sorted(by_job.items())) or "harbor job resume -p <job dir>"
+        f"harbor job resume -p {_local_job_path(job)}" + "".join(f" -f {e}"
+                                                                 for e in sorted(errors))
+        for job, errors in sorted(by_job.items())) or "harbor job resume -p jobs/<job name>"
+    judged = sorted({t.spec_task.split("/", 1)[0] for t in infra
+                     if t.spec_task and t.spec_task.split("/", 1)[0] in JUDGE_CATEGORIES})
+    judge_hint = (
+        f" Trials of {', '.join(judged)} end without a reward when the verifier has no LLM "
+        "judge to ask: export XRAY_JUDGE_URL, XRAY_JUDGE_MODEL and XRAY_JUDGE_API_KEY (an "
+        "OpenAI-compatible endpoint; the Submit page, step 2) before resuming, or the resumed "
+        "trials end the same way." if judged else "")
     problems.append(Problem(
         "infra_errors_too_many", sorted(by_job)[0] if by_job else infra[0].job_dir,
         f"{len(infra)} of {len(trials)} trials ({len(infra) / len(trials):.0%}) ended in an "
         f"infrastructure error ({', '.join(f'{k} x{n}' for k, n in sorted(kinds.items()))}); "
         f"at most {max_share:.0%} are accepted. Resume the job so those trials run again "
-        f"(Harbor 0.2x: `{commands}`; -f removes the trials that ended with that error before "
-        f"resuming), then upload the job directory again."))
+        f"(Harbor 0.2x, from the folder you ran harbor in: `{commands}`; -f removes the trials "
+        f"that ended with that error before resuming), then upload the job directory again."
+        f"{judge_hint}"))
+
+
+def _local_job_path(job_dir: str) -> str:
+    """Where the submitter has an uploaded job: the Submit page runs `harbor run -o jobs` and
+    uploads `jobs/*/` (client) or `-C jobs .` (tar), which leave the `jobs/` out."""
+    job = job_dir.removeprefix("./")
+    return job if job.startswith("jobs/") else f"jobs/{job}"
 
 
 def validate_jobs(tree_root: Path | str) -> list[Problem]:

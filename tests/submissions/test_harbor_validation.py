@@ -836,8 +836,25 @@ def test_more_than_the_allowed_share_of_infra_errors_is_refused_with_resume_advi
     job_rel = job.job_dir.relative_to(tmp_path / "two").as_posix()
     assert problem.path == job_rel
     assert "2 of 21 trials (10%)" in problem.message and "at most 5%" in problem.message
-    assert (f"harbor job resume -p {job_rel} -f AgentSetupTimeoutError "
+    # Named where `harbor run -o jobs` (the Submit page) put it, as typed from that folder.
+    assert (f"harbor job resume -p jobs/{job_rel} -f AgentSetupTimeoutError "
             "-f EnvironmentStartTimeoutError") in problem.message
+    assert "judge" not in problem.message
     # The share is a setting: a site allowing 10% accepts the same upload.
     assert "infra_errors_too_many" not in _codes(
         validate_submission(tmp_path / "two", _meta(), spec, max_infra_share=0.10))
+
+
+def test_xray_trials_without_a_reward_are_refused_with_the_judge_to_set(tmp_path, spec):
+    """The Submit page's oracle try-out run without an X-ray judge: its three X-ray trials end
+    with RewardFileNotFoundError; resuming without a judge would end them the same way, so the
+    refusal names the judge variables too."""
+    xray = next(t for t in sorted(spec.tasks) if t.startswith("xray-report-correction/"))
+    job = _build(tmp_path, spec, exceptions={(xray, k): "RewardFileNotFoundError"
+                                             for k in (1, 2, 3)})
+    report = validate_submission(tmp_path, _meta(), spec)
+    [problem] = [p for p in report.problems if p.code == "infra_errors_too_many"]
+    job_rel = job.job_dir.relative_to(tmp_path).as_posix()
+    assert f"harbor job resume -p jobs/{job_rel} -f RewardFileNotFoundError" in problem.message
+    assert "Trials of xray-report-correction end without a reward" in problem.message
+    assert "export XRAY_JUDGE_URL, XRAY_JUDGE_MODEL and XRAY_JUDGE_API_KEY" in problem.message

@@ -363,6 +363,9 @@ def test_the_public_submit_page_walks_through_the_whole_path(synthetic, client, 
     tryout = guide.split('data-testid="oracle-tryout">')[1].split("</p>")[0]
     assert "-a oracle" in tryout and "harness: oracle" in tryout  # what the upload checks
     assert "model_name: none" in tryout  # the oracle calls no model (metadata_model_mismatch)
+    # The oracle's X-ray trials need the judge too: without it both ways of uploading are refused.
+    assert "XRAY_JUDGE_URL" in tryout and "infra_errors_too_many" in tryout
+    assert "attempts_missing" in tryout
     assert 'data-testid="upload-form"' not in body  # logged out: the how-to only
     client.force_login(owner)
     assert 'data-testid="upload-form"' in client.get("/submit/").content.decode()
