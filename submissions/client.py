@@ -1,4 +1,4 @@
-"""Submitter client (standard library only, so it runs anywhere Python 3.10+ does):
+r"""Submitter client (standard library only, so it runs anywhere Python 3.10+ does):
 
     python -m submissions.client --url https://leaderboard.example.org --token hab_... \
         --metadata metadata.yaml jobs/2026-12-02__09-18-40 [more job dirs]
@@ -147,7 +147,9 @@ def progress_line(doc: dict) -> str:
 def verdict_lines(url: str, doc: dict) -> list[str]:
     """What a submitter needs to read at the end: the state, the verdict in one sentence, where
     to look for the rest (the status page)."""
-    lines = [f"submission {doc['id']} on {doc.get('benchmark') or '(not read)'}: {doc['status']}"]
+    # A refused upload has no benchmark version recorded: no "on (not read)" for it.
+    on = f" on {doc['benchmark']}" if doc.get("benchmark") else ""
+    lines = [f"submission {doc['id']}{on}: {doc['status']}"]
     if doc.get("status_reason"):
         lines.append(f"  reason: {doc['status_reason']}")
     if doc["status"] == "refused":  # every problem the intake found, each naming its file

@@ -4,6 +4,8 @@ is uploaded with a token (202, `received`), validated by the intake service, fol
 
 import io
 import json
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -17,6 +19,8 @@ from submissions.models import DailyQuota, Submission, SubmissionStatus, Trial
 from submissions.services import InvalidTransition, submission_publish, token_issue
 from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
 from tests.submissions.intake_support import problem_codes, submission_id, validated
+
+REPO = Path(__file__).resolve().parents[2]
 
 MODEL = "openai/gpt-5.5"
 
@@ -490,6 +494,21 @@ def test_the_clients_lines_are_sentences_not_python_values():
     assert verdict_lines("http://site/", done) == [
         "submission 9 on b@1: checked", "  verdict: checked: 21/21 re-grades match",
         "  status page: http://site/submissions/9/"]
+    refused = {"id": 10, "benchmark": None, "status": "refused", "url": "/submissions/10/",
+               "status_reason": "1 problem(s) in the upload; see the list below",
+               "problems": [{"code": "attempts_missing", "path": "x/y", "message": "0 of 3"}]}
+    assert verdict_lines("http://site/", refused) == [
+        "submission 10: refused", "  reason: 1 problem(s) in the upload; see the list below",
+        "  attempts_missing  x/y: 0 of 3", "  status page: http://site/submissions/10/"]
+
+
+def test_the_clients_help_shows_its_commands_as_they_are_typed():
+    """The usage in --help keeps its line continuations (a raw docstring): the command spans
+    two lines ending in a backslash, not one line with a gap of spaces in it."""
+    run = subprocess.run([sys.executable, "-m", "submissions.client", "--help"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert "--token hab_... \\\n        --metadata metadata.yaml" in run.stdout
+    assert '-H "Idempotency-Key: $key" \\\n' in run.stdout
 
 
 def test_polling_a_submission_that_is_not_there_ends_with_a_sentence(live_server, token):
