@@ -20,7 +20,7 @@ from django.db import connection
 from leaderboard import selectors
 from leaderboard.csv_export import header_line
 from evaluation.models import Agent, BenchmarkTask, BenchmarkVersion, Category
-from leaderboard.models import LeaderboardEntry, TaskCell
+from leaderboard.models import LeaderboardEntry
 from submissions.models import Submission, Trial
 from leaderboard.tables import (
     OUTCOME_LETTERS,
@@ -34,8 +34,7 @@ def _tables() -> dict[str, str]:
     """Table names from the models (the catalogue may move between apps)."""
     return {"trial": Trial._meta.db_table, "entry": LeaderboardEntry._meta.db_table,
             "submission": Submission._meta.db_table, "agent": Agent._meta.db_table,
-            "task": BenchmarkTask._meta.db_table, "category": Category._meta.db_table,
-            "cell": TaskCell._meta.db_table}
+            "task": BenchmarkTask._meta.db_table, "category": Category._meta.db_table}
 
 
 def supported() -> bool:
@@ -116,27 +115,37 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
 def task_matrix_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[str, tuple]:
     """The rows of tables.task_matrix_table (every entry x every task), in its order."""
     ids_sql, ids_params = _entry_ids(bv, filters)
-    cell_flags = ("array_to_string(ARRAY(SELECT " + _flags_text("x.f") + " FROM "
+    # An unflagged cell has no stored flags: one empty list per attempt, "||" for three.
+    cell_flags = ("CASE WHEN cell.flags IS NULL THEN repeat('|', length(cell.outcomes) - 1) "
+                  "ELSE array_to_string(ARRAY(SELECT " + _flags_text("x.f") + " FROM "
                   "jsonb_array_elements(cell.flags) WITH ORDINALITY AS x(f, i) ORDER BY x.i), "
-                  "'|')")
+                  "'|') END")
     select = ", ".join([
         _text("a.display_name"), _text("bt.name"), _text("c.slug"), _text("cell.outcomes"),
-        "COALESCE(cell.successes, 0)", _provenance("e.reconstructed", "e.verified"),
+        "COALESCE(length(cell.outcomes) - length(replace(cell.outcomes, 'P', '')), 0)",
+        _provenance("e.reconstructed", "e.verified"),
         _text("cell.claimed_outcomes"), _text(f"COALESCE({cell_flags}, '')"),
         _text(_outcome_names("cell.outcomes")), "e.agent_id", "e.submission_id", "bt.id",
     ])
     n = _tables()
+    # The entries' cells, unnested from their comma-separated columns (models.LeaderboardEntry).
+    cells = (
+        "SELECT ce.id AS entry_id, u.task_id, u.outcomes, u.claimed_outcomes, "
+        "ce.cell_flags -> u.task_id::text AS flags "
+        f"FROM {n['entry']} ce, unnest(string_to_array(ce.cell_tasks, ',')::int8[], "
+        "string_to_array(ce.cell_outcomes, ','), string_to_array(ce.cell_claimed, ',')) "
+        "AS u(task_id, outcomes, claimed_outcomes) WHERE ce.benchmark_version_id = %s"
+    )
     sql = (
         f"SELECT {select} FROM {n['entry']} e "
         f"JOIN {n['agent']} a ON a.id = e.agent_id "
         f"CROSS JOIN {n['task']} bt "
         f"JOIN {n['category']} c ON c.id = bt.category_id "
-        f"LEFT JOIN {n['cell']} cell ON cell.entry_id = e.id "
-        "AND cell.benchmark_task_id = bt.id "
+        f"LEFT JOIN ({cells}) cell ON cell.entry_id = e.id AND cell.task_id = bt.id "
         f"WHERE e.id IN ({ids_sql}) AND bt.benchmark_version_id = %s "
         "ORDER BY e.rank, a.display_name, e.id, bt.position, bt.name"
     )
-    return sql, (*ids_params, bv.pk)
+    return sql, (bv.pk, *ids_params, bv.pk)
 
 
 # Table name -> (columns, SQL builder) of the CSVs PostgreSQL streams itself.

@@ -1,5 +1,9 @@
 """Precomputed leaderboard rows (the read side), rebuilt from published submissions."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 from django.db import models
 from django.db.models import Q
 
@@ -60,9 +64,19 @@ class LeaderboardEntry(BaseModel):
     badge = models.CharField(max_length=300, blank=True)
     reconstructed = models.BooleanField(default=False)
     submitted_on = models.DateField(null=True)
-    # Per-task success rate over scored attempts ({task pk: rate}): the vector the paired tie
-    # test reads, stored so ranks and tie groups are recomputed without reading any trial.
-    task_rates = models.JSONField(default=dict)
+    # The entry's task cells, one row per entry (issue 12; the matrix used to be one row per
+    # entry x task): the tasks the submission has trials on (pks, ascending, comma-separated),
+    # and aligned with them the site's outcome codes of each cell in attempt order (one letter
+    # per attempt: P passed, F failed, T timeout, E agent error, I infrastructure error) and the
+    # claimed codes, comma-separated; each flagged cell's per-attempt integrity flags keyed by
+    # task pk (a cell without a flagged attempt has none); and each cell's success rate over
+    # scored attempts as little-endian float64 (NaN where none was scored), the vector the
+    # paired tie test reads, so ranks and tie groups are recomputed without reading any trial.
+    cell_tasks = models.TextField(default="", blank=True)
+    cell_outcomes = models.TextField(default="", blank=True)
+    cell_claimed = models.TextField(default="", blank=True)
+    cell_flags = models.JSONField(default=dict, blank=True)
+    task_rates = models.BinaryField(default=b"")
 
     class Meta:
         constraints = [
@@ -86,6 +100,19 @@ class LeaderboardEntry(BaseModel):
     @property
     def coverage(self) -> float:
         return self.attempts_present / self.attempts_required if self.attempts_required else 0.0
+
+    def cells(self) -> dict[int, TaskCell]:
+        """The entry's task cells by task pk (tasks without trials have none)."""
+        if not self.cell_tasks:
+            return {}
+        flags = self.cell_flags or {}
+        out = {}
+        for task, outcomes, claimed in zip(self.cell_tasks.split(","),
+                                           self.cell_outcomes.split(","),
+                                           self.cell_claimed.split(","), strict=True):
+            out[int(task)] = TaskCell(int(task), outcomes, claimed,
+                                      flags.get(task) or [[]] * len(outcomes))
+        return out
 
 
 class CategoryEntry(BaseModel):
@@ -111,27 +138,21 @@ class CategoryEntry(BaseModel):
         return f"{self.entry_id}/{self.category_id}"
 
 
-class TaskCell(BaseModel):
-    """An entry's attempts on one task, for the task matrix: outcome codes in attempt order."""
+@dataclass(frozen=True)
+class TaskCell:
+    """An entry's attempts on one task (decoded from the entry's cell columns): outcome codes
+    in attempt order, the submission's claimed codes in the same order (equal to outcomes
+    where the site agrees), and each attempt's integrity flags."""
 
-    entry = models.ForeignKey(LeaderboardEntry, on_delete=models.CASCADE, related_name="cells")
-    benchmark_task = models.ForeignKey(BenchmarkTask, on_delete=models.CASCADE, related_name="cells")
-    # One letter per attempt: P passed, F failed, T timeout, E agent error, I infrastructure error,
-    # "-" missing.
-    outcomes = models.CharField(max_length=20)
-    successes = models.PositiveSmallIntegerField()
-    # The submission's claimed codes in the same order (equal to outcomes where the site
-    # agrees), and each attempt's integrity flags.
-    claimed_outcomes = models.CharField(max_length=20, blank=True, default="")
-    flags = models.JSONField(default=list, blank=True)
+    benchmark_task_id: int
+    outcomes: str
+    claimed_outcomes: str
+    flags: list
+    benchmark_task: BenchmarkTask | None = None
 
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["entry", "benchmark_task"], name="uniq_task_cell"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.entry_id}/{self.benchmark_task_id}: {self.outcomes}"
+    @property
+    def successes(self) -> int:
+        return self.outcomes.count("P")
 
 
 class GroupAggregate(BaseModel):

@@ -7,8 +7,9 @@
    every agent's statistics computed at once by ``stats_arrays`` (the same floats as
    ``stats``, bit for bit), then the entries and category entries are inserted in one
    statement each (PostgreSQL: ``INSERT ... SELECT FROM unnest(arrays)``).
-3. The task cells go from the temporary table to ``TaskCell`` with ``INSERT ... SELECT``; the
-   few cells with an integrity flag get their per-attempt flags afterwards.
+3. The task cells are stored on their entry row (comma-separated outcome codes aligned with
+   the task ids, per-task rates as float64 bytes, the few flagged cells' per-attempt flags):
+   one row per entry, not one per entry x task.
 
 SQLite (tests, ``make run``) runs the same SQL where it can (no ``string_agg ... ORDER BY``,
 no COPY, no arrays: per-attempt CASE columns, plain fetches, bulk_create).
@@ -26,7 +27,7 @@ from django.db import connection
 
 from evaluation.models import BenchmarkVersion, Group
 from leaderboard import stats_arrays
-from leaderboard.models import CategoryEntry, LeaderboardEntry, TaskCell
+from leaderboard.models import CategoryEntry, LeaderboardEntry
 from submissions.models import OUTCOME_CODES, Outcome, Submission, Trial, coverage_badge
 
 CELLS = "lb_recompute_cells"
@@ -50,9 +51,8 @@ def entries_insert(*, benchmark_version: BenchmarkVersion, agent_ids: list[int] 
             arrays = _read_cells(cursor, subs)
             costs = _read_costs(cursor)
             computed = _compute(benchmark_version, subs, arrays, costs)
+            computed.update(_cell_columns(cursor, subs, arrays))
             _write_entries(cursor, benchmark_version, subs, computed, now)
-            _write_cells(cursor, benchmark_version, now)
-            _write_flags(cursor, benchmark_version, computed["submission_ids"])
         finally:
             cursor.execute(f"DROP TABLE IF EXISTS {CELLS}")
 
@@ -169,6 +169,8 @@ def _read_cells(cursor, subs: list[tuple]) -> dict:
     task_ids, col = np.unique(columns["task"], return_inverse=True)
     shape = (len(subs), len(task_ids))
     out = {"task_ids": task_ids.tolist()}
+    out["cell"] = np.zeros(shape, dtype=bool)
+    out["cell"][row, col] = True
     for f in fields[2:]:
         dense = np.zeros(shape, dtype=columns[f].dtype)
         dense[row, col] = columns[f]
@@ -230,9 +232,11 @@ def _compute(benchmark_version: BenchmarkVersion, subs: list[tuple], a: dict,
     for j in range(y.shape[1]):
         dur = dur + np.where(a["dur_n"][:, j] > 0, a["dur_sum"][:, j], 0.0)
     sums = {f: a[f].sum(axis=1).tolist() for f in _NUMBERS}
-    rates = np.where(n > 0, y / np.where(n > 0, n, 1), np.nan)
-    keys = [str(t) for t in a["task_ids"]]
-    task_rates = [{keys[j]: v for j, v in enumerate(r) if v == v} for r in rates.tolist()]
+    rates = np.where(n > 0, y / np.where(n > 0, n, 1), np.nan).astype("<f8")
+    if a["cell"].all():
+        task_rates = [r.tobytes() for r in rates]
+    else:
+        task_rates = [r[m].tobytes() for r, m in zip(rates, a["cell"], strict=True)]
     successes = overall.successes.tolist()
     dur_list = dur.tolist()
     c = {"submission_ids": [s[0] for s in subs], "submission_id": [s[0] for s in subs],
@@ -286,7 +290,8 @@ _ENTRY_COLUMNS = [
     ("cost_per_success_usd", "numeric"), ("mean_duration_s", "float8"),
     ("mean_output_tokens", "float8"), ("verified", "bool"), ("verification_level", "text"),
     ("verification", "jsonb"), ("badge", "text"), ("reconstructed", "bool"),
-    ("submitted_on", "date"), ("task_rates", "jsonb"),
+    ("submitted_on", "date"), ("task_rates", "bytea"), ("cell_tasks", "text"),
+    ("cell_outcomes", "text"), ("cell_claimed", "text"), ("cell_flags", "jsonb"),
 ]
 
 
@@ -297,8 +302,10 @@ def _write_entries(cursor, benchmark_version: BenchmarkVersion, subs: list[tuple
     if connection.vendor == "postgresql":
         names = [name for name, _ in _ENTRY_COLUMNS]
         values = [_pg_array(c[name], kind) for name, kind in _ENTRY_COLUMNS]
-        unnest = ", ".join(f"%s::{'text' if k == 'jsonb' else k}[]" for _, k in _ENTRY_COLUMNS)
-        select = ", ".join(f"v.{n}::jsonb" if k == "jsonb" else f"v.{n}"
+        unnest = ", ".join(f"%s::{'text' if k in ('jsonb', 'bytea') else k}[]"
+                           for _, k in _ENTRY_COLUMNS)
+        select = ", ".join(f"v.{n}::jsonb" if k == "jsonb" else
+                           f"decode(v.{n}, 'hex')" if k == "bytea" else f"v.{n}"
                            for n, k in _ENTRY_COLUMNS)
         cursor.execute(
             f"INSERT INTO {LeaderboardEntry._meta.db_table} (benchmark_version_id, rank, "
@@ -340,6 +347,8 @@ def _pg_array(values: list, kind: str) -> str:
         items = ["NULL" if v is None else str(v) for v in values]
     elif kind == "bool":
         items = ["NULL" if v is None else ("t" if v else "f") for v in values]
+    elif kind == "bytea":
+        items = ["NULL" if v is None else v.hex() for v in values]
     elif kind == "date":
         items = ["NULL" if v is None else v.isoformat() for v in values]
     else:  # text, and JSON as text
@@ -348,41 +357,60 @@ def _pg_array(values: list, kind: str) -> str:
     return "{" + ",".join(items) + "}"
 
 
-def _write_cells(cursor, benchmark_version: BenchmarkVersion, now: datetime) -> None:
-    flags = "c.flags::jsonb" if connection.vendor == "postgresql" else "c.flags"
-    stamp = connection.ops.adapt_datetimefield_value(now)
-    cursor.execute(
-        f"INSERT INTO {TaskCell._meta.db_table} (created_at, updated_at, entry_id, "
-        "benchmark_task_id, outcomes, successes, claimed_outcomes, flags) "
-        f"SELECT %s, %s, e.id, c.benchmark_task_id, c.outcomes, c.successes, "
-        f"c.claimed_outcomes, {flags} FROM {CELLS} c JOIN {LeaderboardEntry._meta.db_table} e "
-        "ON e.submission_id = c.submission_id AND e.benchmark_version_id = %s",
-        [stamp, stamp, benchmark_version.pk])
+def _cell_columns(cursor, subs: list[tuple], a: dict) -> dict:
+    """Each entry's cell columns (models.LeaderboardEntry): task ids, outcome codes and claimed
+    codes comma-separated in task id order, the flagged cells' per-attempt flags, and the
+    count of flagged trials."""
+    if connection.vendor == "postgresql":
+        cursor.execute(
+            "SELECT submission_id, string_agg(benchmark_task_id::text, ',' ORDER BY "
+            "benchmark_task_id), string_agg(outcomes, ',' ORDER BY benchmark_task_id), "
+            "string_agg(claimed_outcomes, ',' ORDER BY benchmark_task_id) "
+            f"FROM {CELLS} GROUP BY submission_id")
+        joined = {row[0]: row[1:] for row in cursor.fetchall()}
+    else:
+        cursor.execute(f"SELECT submission_id, benchmark_task_id, outcomes, claimed_outcomes "
+                       f"FROM {CELLS} ORDER BY submission_id, benchmark_task_id")
+        parts: dict[int, list[list[str]]] = defaultdict(lambda: [[], [], []])
+        for sub_id, task_id, outcomes, claimed in cursor.fetchall():
+            p = parts[sub_id]
+            p[0].append(str(task_id))
+            p[1].append(outcomes)
+            p[2].append(claimed)
+        joined = {k: tuple(",".join(x) for x in v) for k, v in parts.items()}
+    flags, flagged = _cell_flags(cursor, [s[0] for s in subs])
+    out: dict[str, list] = {"cell_tasks": [], "cell_outcomes": [], "cell_claimed": [],
+                            "cell_flags": [], "flagged_trials": []}
+    for s in subs:
+        tasks, outcomes, claimed = joined.get(s[0], ("", "", ""))
+        out["cell_tasks"].append(tasks)
+        out["cell_outcomes"].append(outcomes)
+        out["cell_claimed"].append(claimed)
+        out["cell_flags"].append(flags.get(s[0], {}))
+        out["flagged_trials"].append(flagged.get(s[0], 0))
+    return out
 
 
-def _write_flags(cursor, benchmark_version: BenchmarkVersion, submission_ids: list[int]) -> None:
-    """The few cells with a flagged attempt: each present attempt's flags (in attempt order),
-    and each entry's count of flagged trials."""
+def _cell_flags(cursor, submission_ids: list[int]
+                ) -> tuple[dict[int, dict[str, list]], dict[int, int]]:
+    """The few cells with a flagged attempt: each present attempt's flags (in attempt order)
+    by task pk, per submission; and each submission's count of flagged trials."""
     cursor.execute(f"SELECT submission_id, benchmark_task_id FROM {CELLS} WHERE flagged > 0")
     pairs = cursor.fetchall()
     if not pairs:
-        return
+        return {}, {}
     subs = sorted({p[0] for p in pairs})
     wanted = set(pairs)
-    cells: dict[tuple[int, int], list[tuple[int, list]]] = defaultdict(list)
-    for sub_id, task_id, attempt, flags in (
+    cells: dict[tuple[int, int], list[list]] = defaultdict(list)
+    for sub_id, task_id, flags in (
             Trial.objects.filter(submission_id__in=subs)
             .order_by("submission_id", "benchmark_task_id", "attempt")
-            .values_list("submission_id", "benchmark_task_id", "attempt", "flags")):
+            .values_list("submission_id", "benchmark_task_id", "flags")):
         if (sub_id, task_id) in wanted:
-            cells[(sub_id, task_id)].append((attempt, list(flags) if flags else []))
+            cells[(sub_id, task_id)].append(list(flags) if flags else [])
+    by_sub: dict[int, dict[str, list]] = defaultdict(dict)
     flagged: dict[int, int] = defaultdict(int)
-    entry_of = dict(LeaderboardEntry.objects.filter(
-        benchmark_version=benchmark_version, submission_id__in=subs).values_list(
-        "submission_id", "pk"))
-    for (sub_id, task_id), attempts in cells.items():
-        flagged[sub_id] += sum(1 for _, f in attempts if f)
-        TaskCell.objects.filter(entry_id=entry_of[sub_id], benchmark_task_id=task_id).update(
-            flags=[f for _, f in attempts])
-    for sub_id, count in flagged.items():
-        LeaderboardEntry.objects.filter(pk=entry_of[sub_id]).update(flagged_trials=count)
+    for (sub_id, task_id), attempts in sorted(cells.items()):
+        flagged[sub_id] += sum(1 for f in attempts if f)
+        by_sub[sub_id][str(task_id)] = attempts
+    return by_sub, flagged

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Sum
@@ -20,7 +20,6 @@ from leaderboard.models import (
     CategoryEntry,
     GroupAggregate,
     LeaderboardEntry,
-    TaskCell,
 )
 from submissions.models import (
     ScoreRevision,
@@ -88,11 +87,14 @@ def _with_aggregate_version(bv: BenchmarkVersion) -> BenchmarkVersion:
     return bv
 
 
+CELL_FIELDS = ("cell_tasks", "cell_outcomes", "cell_claimed", "cell_flags", "task_rates")
+
+
 def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters) -> QuerySet:
     # agent, harness and model are shown on every row: join them instead of N lookups.
     qs = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).select_related(
         "agent", "agent__harness", "agent__model"
-    )
+    ).defer(*CELL_FIELDS)  # only the task matrix and the agent page read the cells
     qs = EntryFilterSet.from_filters(filters, queryset=qs).qs
     return qs.order_by("rank", "agent__display_name")
 
@@ -245,39 +247,38 @@ def task_matrix(
     *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
     window: EntryWindow = EntryWindow(),
 ) -> tuple[list[BenchmarkTask], list[LeaderboardEntry]]:
-    """Tasks, and entries (one window of them) with ``cells`` (list aligned with tasks).
-    Three queries."""
+    """Tasks, and entries (one window of them) with ``cell_list`` (list aligned with tasks).
+    Two queries."""
     tasks = list(benchmark_version.tasks.select_related("category").order_by("position", "name"))
     qs = _windowed(_entries(benchmark_version, filters), window)
-    entries = list(
-        qs.prefetch_related(
-            # One query for every cell of every entry.
-            Prefetch("cells", queryset=TaskCell.objects.only(
-                "entry_id", "benchmark_task_id", "outcomes", "successes", "claimed_outcomes",
-                "flags"), to_attr="cell_rows")
-        )
-    )
+    entries = list(qs.defer(None).select_related("agent", "agent__harness", "agent__model")
+                   .defer("task_rates"))
     for e in entries:
-        by_task = {c.benchmark_task_id: c for c in e.cell_rows}
+        by_task = e.cells()  # stored on the entry row itself
         e.cell_list = [by_task.get(t.pk) for t in tasks]
     return tasks, entries
 
 
 def entry_get(*, benchmark_version: BenchmarkVersion, agent_slug: str) -> LeaderboardEntry | None:
-    """One entry with its categories and cells. Three queries."""
+    """One entry with its categories and cells (``cell_rows``, in task order). Three
+    queries."""
     entry = (
         LeaderboardEntry.objects.filter(benchmark_version=benchmark_version, agent__slug=agent_slug)
         .select_related("agent", "agent__harness", "agent__model", "submission")
+        .defer("task_rates")
         .prefetch_related(
             Prefetch("category_entries",
                      queryset=CategoryEntry.objects.select_related("category")
                      .order_by("category__position"), to_attr="category_rows"),
-            Prefetch("cells", queryset=TaskCell.objects.select_related(
-                "benchmark_task", "benchmark_task__category").order_by(
-                "benchmark_task__position"), to_attr="cell_rows"),
         )
         .first()
     )
+    if entry is not None:
+        cells = entry.cells()
+        entry.cell_rows = [
+            replace(cells[t.pk], benchmark_task=t)
+            for t in BenchmarkTask.objects.filter(pk__in=list(cells)).select_related(
+                "category").order_by("position")]
     return entry
 
 
@@ -312,11 +313,16 @@ def task_catalogue(*, benchmark_version: BenchmarkVersion) -> list[BenchmarkTask
     """Tasks with their category and solve counts over ranked agents. Two queries."""
     tasks = list(benchmark_version.tasks.select_related("category").order_by("position", "name"))
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for task_id, outcomes, successes in TaskCell.objects.filter(
-        entry__benchmark_version=benchmark_version
-    ).values_list("benchmark_task_id", "outcomes", "successes"):
-        totals[task_id][0] += successes
-        totals[task_id][1] += len(outcomes) - outcomes.count("I") - outcomes.count("-")
+    for cell_tasks, cell_outcomes in LeaderboardEntry.objects.filter(
+        benchmark_version=benchmark_version
+    ).values_list("cell_tasks", "cell_outcomes"):
+        if not cell_tasks:
+            continue
+        for task_id, outcomes in zip(cell_tasks.split(","), cell_outcomes.split(","),
+                                     strict=True):
+            total = totals[int(task_id)]
+            total[0] += outcomes.count("P")
+            total[1] += len(outcomes) - outcomes.count("I") - outcomes.count("-")
     for t in tasks:
         t.solved, t.scored = totals[t.pk]
         t.solve_rate = t.solved / t.scored if t.scored else None

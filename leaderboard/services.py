@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from decimal import Decimal
 
+import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Sum
@@ -53,7 +54,7 @@ def leaderboard_recompute(
     BenchmarkVersion.objects.select_for_update().filter(pk=benchmark_version.pk).first()
     aggregate_version_bump(benchmark_version_ids=[benchmark_version.pk])
     entries = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
-    if agent_ids is not None and entries.filter(attempts__gt=0, task_rates={}).exists():
+    if agent_ids is not None and entries.filter(attempts__gt=0, cell_tasks="").exists():
         agent_ids = None  # rows from before task vectors were stored: rebuild them all once
     if agent_ids is None:
         entries.delete()
@@ -73,17 +74,40 @@ def _rank_entries(benchmark_version: BenchmarkVersion) -> int:
     rows = list(
         LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).values_list(
             "pk", "success_rate", "successes", "cost_per_attempt_usd", "submitted_on",
-            "submission__created_at", "submission_id", "task_rates", "rank", "tie_group")
+            "submission__created_at", "submission_id", "cell_tasks", "task_rates", "rank",
+            "tie_group")
     )
     # Explicit tie-breaks: more successes, cheaper, earlier, then the older submission.
     rows.sort(key=lambda r: (-r[1], -r[2], r[3] or Decimal(10**9), r[4] or r[5].date(), r[6]))
     ranks = stats.competition_ranks([r[1] for r in rows])
-    groups = stats.tie_groups_vectorised([r[7] for r in rows], settings.LEADERBOARD_TIE_ALPHA,
+    groups = stats.tie_groups_vectorised(_rate_matrix(rows), settings.LEADERBOARD_TIE_ALPHA,
                                          rates=[r[1] for r in rows])
     changed = [(r[0], rank, group) for r, rank, group in zip(rows, ranks, groups, strict=True)
-               if (r[8], r[9]) != (rank, group)]
+               if (r[9], r[10]) != (rank, group)]
     _write_ranks(changed)
     return len(rows)
+
+
+def _rate_matrix(rows: list[tuple]) -> np.ndarray:
+    """Entries x tasks of per-task rates (NaN: not scored) from the stored vectors, columns
+    in the order of the task pks as strings (the order the tie test has always summed in).
+    When every entry has cells on the same tasks (the usual case) the bytes are stacked."""
+    if not rows:
+        return np.zeros((0, 0))
+    first = rows[0][7]
+    if first and all(r[7] == first for r in rows):
+        keys = first.split(",")
+        matrix = np.frombuffer(b"".join(bytes(r[8]) for r in rows), dtype="<f8").reshape(
+            len(rows), len(keys))
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        return matrix[:, order].astype(float)
+    keys = sorted({k for r in rows if r[7] for k in r[7].split(",")})
+    column = {k: j for j, k in enumerate(keys)}
+    matrix = np.full((len(rows), len(keys)), np.nan)
+    for i, r in enumerate(rows):
+        if r[7]:
+            matrix[i, [column[k] for k in r[7].split(",")]] = np.frombuffer(bytes(r[8]), "<f8")
+    return matrix
 
 
 def _write_ranks(changed: list[tuple[int, int, int]]) -> None:

@@ -6,7 +6,7 @@ from decimal import Decimal
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry, TaskCell
+from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry
 from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus, Trial
 from submissions.services import submission_publish, submission_withdraw
@@ -29,8 +29,9 @@ def _tables(bv):
         "entries": _rows(LeaderboardEntry, ["agent_id"], benchmark_version=bv),
         "categories": _rows(CategoryEntry, ["entry__agent_id", "category_id"],
                             entry__benchmark_version=bv),
-        "cells": _rows(TaskCell, ["entry__agent_id", "benchmark_task_id"],
-                       entry__benchmark_version=bv),
+        # The decoded cells too (the stored columns are compared with the entries).
+        "cells": {(e.agent_id, task): cell for e in LeaderboardEntry.objects.filter(
+            benchmark_version=bv) for task, cell in e.cells().items()},
         "groups": _rows(GroupAggregate, ["kind", "key"], benchmark_version=bv),
     }
 
@@ -109,9 +110,9 @@ def test_incremental_equals_full_with_flags_missing_tasks_and_infra_only_tasks(s
 
     leaderboard_recompute(benchmark_version=bv)
     assert _tables(bv) == incremental
-    flagged = {k: v for k, v in incremental["cells"].items() if any(v["flags"])}
+    flagged = {k: v for k, v in incremental["cells"].items() if any(v.flags)}
     # Agent 1: PPI on task 1 and III on task 2 (unconfirmed: flagged, and counted as failures).
-    assert flagged[(agents[1].pk, tasks[0].pk)]["flags"] == [[], [], ["infra_unconfirmed"]]
+    assert flagged[(agents[1].pk, tasks[0].pk)].flags == [[], [], ["infra_unconfirmed"]]
     assert incremental["entries"][(agents[1].pk,)]["flagged_trials"] == 4
     assert incremental["entries"][(agents[2].pk,)]["flagged_trials"] == 4
     assert (agents[0].pk, tasks[2].pk) not in incremental["cells"]

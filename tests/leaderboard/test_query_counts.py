@@ -18,7 +18,7 @@ PAGES = {
     "/imaging-vs-text/": 4 + 3,        # entries, count, harness-family aggregates
     "/harness-effect/": 4 + 3,         # same-model entries, version entries, families
     "/cost/": 4 + 3,                   # window of entries, count, every entry for the chart
-    "/task-matrix/": 4 + 4,            # tasks, entries, prefetched cells, count
+    "/task-matrix/": 4 + 3,            # tasks, entries (cells on the row), count
     "/tasks/": 4 + 3,                  # tasks, categories, cell totals
     "/leaderboard.csv": 1 + 1,         # version, entries
     "/categories.csv": 1 + 3,          # version, categories, entries, category entries
@@ -27,8 +27,8 @@ PAGES = {
     # SQLite: version, submission ids, streamed trials. PostgreSQL: version, then one COPY
     # statement (leaderboard/csv_copy.py), which Django's query capture does not see.
     "/trials.csv": {"sqlite": 1 + 2, "postgresql": 1},
-    # SQLite: version, tasks, entries, cells. PostgreSQL: version, then one COPY statement.
-    "/task-matrix.csv": {"sqlite": 1 + 3, "postgresql": 1},
+    # SQLite: version, tasks, entries (cells on the row). PostgreSQL: version, then one COPY.
+    "/task-matrix.csv": {"sqlite": 1 + 2, "postgresql": 1},
     "/tasks.csv": 1 + 2,               # version, tasks, cell totals
     "/api/v1/leaderboard/": 1 + 2,     # version, one page of entries, their count
     "/api/v1/categories/": 1 + 3,

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry, TaskCell
+from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry
 from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus
 from tests.factories import AgentFactory, published_submission
@@ -83,7 +83,8 @@ def test_category_entries_and_task_cells(two_agents):
     assert (cats["img"].successes, cats["img"].attempts) == (3, 6)
     assert (cats["txt-one"].successes, cats["txt-one"].attempts) == (2, 6)
     assert (cats["txt-two"].successes, cats["txt-two"].attempts) == (3, 3)
-    cells = dict(TaskCell.objects.filter(entry=a).values_list("benchmark_task__name", "outcomes"))
+    names = dict(bv.tasks.values_list("pk", "name"))
+    cells = {names[pk]: c.outcomes for pk, c in a.cells().items()}
     assert cells == {"img/case_01": "PPP", "img/case_02": "FFF", "txt-one/case_01": "PPF",
                      "txt-one/case_02": "FTE", "txt-two/case_01": "PPP"}
 
@@ -180,7 +181,7 @@ def test_a_claimed_pass_that_regrades_as_a_failure_counts_as_a_failure(small_ben
     leaderboard_recompute(benchmark_version=bv)
     e = _entries(bv)["v"]
     assert (e.successes, e.attempts, e.claimed_successes, e.flagged_trials) == (3, 6, 3, 3)
-    cells = {c.benchmark_task_id: c for c in TaskCell.objects.filter(entry=e)}
+    cells = e.cells()
     assert (cells[tasks[0].pk].outcomes, cells[tasks[0].pk].claimed_outcomes) == ("FPP", "PPP")
     assert (cells[tasks[1].pk].outcomes, cells[tasks[1].pk].claimed_outcomes) == ("PFT", "FFT")
     assert cells[tasks[0].pk].flags == [["regrade_mismatch"], [], []]
@@ -202,7 +203,7 @@ def test_an_unconfirmed_infrastructure_error_counts_as_a_failure_until_the_site_
     # Renaming failures as infrastructure errors removes nothing from the denominator.
     assert (e.successes, e.attempts, e.infra_errors, e.infra_errors_claimed) == (2, 6, 0, 3)
     assert e.flagged_trials == 3 and e.claimed_successes == 2
-    cells = {c.benchmark_task_id: c for c in TaskCell.objects.filter(entry=e)}
+    cells = e.cells()
     assert (cells[tasks[1].pk].outcomes, cells[tasks[1].pk].claimed_outcomes) == ("PFF", "PII")
     assert cells[tasks[1].pk].flags == [[], ["infra_unconfirmed"], ["infra_unconfirmed"]]
 
