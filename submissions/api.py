@@ -25,7 +25,7 @@ from submissions.authentication import ApiTokenAuthentication
 from submissions.intake import submission_receive
 from submissions.models import INTAKE_STATUSES, coverage_badge
 from submissions.services import IdempotencyConflict, QuotaExceeded
-from submissions.uploads import request_upload_too_large
+from submissions.uploads import request_upload_too_large, uploaded_sha256
 from submissions.verification import verification_progress
 
 MAX_METADATA_BYTES = 64 * 1024
@@ -202,7 +202,8 @@ class SubmissionCollectionApi(APIView):
         try:
             submission, _created = submission_receive(
                 owner=request.user, archive_path=Path(archive.temporary_file_path()),
-                metadata_text=metadata_text, idempotency_key=key, archive_name=archive.name)
+                metadata_text=metadata_text, idempotency_key=key, archive_name=archive.name,
+                archive_sha256=uploaded_sha256(archive))
         except QuotaExceeded as exc:
             return Response({"code": exc.code, "detail": str(exc)}, status=429)
         except IdempotencyConflict as exc:

@@ -140,16 +140,18 @@ def _prefix(submission: Submission) -> str:
 
 def submission_receive(
     *, owner, archive_path: Path, metadata_text: str = "", idempotency_key: str = "",
-    archive_name: str | None = None,
+    archive_name: str | None = None, archive_sha256: str | None = None,
 ) -> tuple[Submission, bool]:
     """Keep one upload for the intake worker. Returns (submission, created); a retry with the
     same Idempotency-Key and body returns the original submission with created=False. The key
     of a refused upload may be sent again with a corrected body: a new submission takes it.
 
     The archive is not read here (beyond its hash): its problems are found by the intake worker
-    and shown on the status page and API. Raises QuotaExceeded, IdempotencyConflict.
+    and shown on the status page and API. ``archive_sha256``: the hash the upload handler
+    computed while writing the file (``submissions.uploads.uploaded_sha256``); without it the
+    file is read to hash it. Raises QuotaExceeded, IdempotencyConflict.
     """
-    archive_sha = sha256_file(archive_path)
+    archive_sha = archive_sha256 or sha256_file(archive_path)
     digest = request_digest(archive_sha256=archive_sha, metadata_text=metadata_text)
     replay = _replay(owner=owner, idempotency_key=idempotency_key, digest=digest)
     if replay is not None:

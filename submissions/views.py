@@ -28,7 +28,7 @@ from submissions.intake import submission_receive
 from submissions.models import ApiToken, SubmissionStatus
 from submissions.pricing import price_table
 from submissions.trajectory import trajectory_steps
-from submissions.uploads import request_upload_too_large
+from submissions.uploads import request_upload_too_large, uploaded_sha256
 from submissions.verification import verification_progress
 
 def staff_required(view):
@@ -133,6 +133,7 @@ def submit_agent(request: HttpRequest) -> HttpResponse:
                     owner=request.user,
                     archive_path=Path(form.cleaned_data["archive"].temporary_file_path()),
                     archive_name=form.cleaned_data["archive"].name,
+                    archive_sha256=uploaded_sha256(form.cleaned_data["archive"]),
                     metadata_text=meta.read(64 * 1024).decode("utf-8", "replace") if meta else "")
             except services.QuotaExceeded as exc:
                 problems, status = [{"code": exc.code, "path": "", "message": str(exc)}], 429

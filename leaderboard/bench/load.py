@@ -3,11 +3,14 @@
 Serves a checkout of the site (this one, or ``--tree`` for a before/after comparison: each
 tree migrates its own throwaway database) with real gunicorn and ``config/gunicorn.py``, a real
 intake worker when the tree has one, on a Redis broker with queues of its own, and PostgreSQL.
-Then, on loopback: 200 readers (``/api/v1/leaderboard/`` and ``/leaderboard.csv``, one request
-at a time each) first alone, then while 10 valid Harbor runs of 50 MB are uploaded at once,
-until every upload has its verdict (queued or refused). Prints the readers' p50/p95/max and 5xx,
-each upload's acceptance latency (request sent to answer) and verdict latency, and the web
-workers' peak memory growth under 20 concurrent CSV downloads.
+Then, on loopback: 200 readers (``wrk``: 100 keep-alive connections on ``/api/v1/leaderboard/``
+and 100 on ``/leaderboard.csv``, one request at a time each), beside 5 connections on each
+one's static copy (the same bytes served by WhiteNoise in the same gunicorn: the floor), first
+alone, then while 10 valid Harbor runs of 50 MB are uploaded at once, until every upload has its
+verdict (queued or refused). Prints each group's p50/p95/p99/max, 5xx and other errors, the API's
+p95 against the 300 ms budget and against its floor, each upload's acceptance latency (request
+sent to answer) and verdict latency, and the web workers' peak memory growth under 20
+concurrent CSV downloads. ``--intake-nice`` runs the intake worker niced.
 
 The archives are valid runs of healthagentbench-synthetic@1.0 (the test suite's Harbor job
 builder, tests/submissions/harbor_fixtures.py: this is a developer tool run from a clone),
@@ -21,6 +24,8 @@ import http.client
 import json
 import os
 import random
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -33,10 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from leaderboard.bench import web
+from leaderboard.bench.wsgi import FLOOR_PREFIX  # noqa: F401 - bench_load's floor paths
 from submissions.client import upload
 
+# A few connections reading static copies of the read paths' bytes beside the readers: the
+# latency of a response that costs the site nothing, under the same load at the same time.
+FLOOR_CONNECTIONS = 5
 READ_PATHS = ("/api/v1/leaderboard/?benchmark=healthagentbench@1.0",
               "/leaderboard.csv?benchmark=healthagentbench@1.0")
+# The submitter client polls every 5 s; the bench every second (verdict times to the second).
+POLL_S = 1.0
 VERDICTS = ("queued", "refused", "rejected", "verifying", "verified", "checked", "discrepancy")
 
 
@@ -85,20 +96,94 @@ def _get(port: int, path: str, reads: Reads) -> None:
         reads.add(None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}")
 
 
-def read_until(port: int, *, readers: int, stop: threading.Event, reads: Reads,
-               at_least: int = 1) -> None:
-    """``readers`` clients each GET the read paths one after another until ``stop`` is set
-    (each does at least ``at_least`` requests)."""
+# wrk (Debian's, C) is the reader: 200 Python threads in this process measured their own GIL
+# and CPU as much as the server. Each wrk prints one line when it stops (SIGINT or -d): its
+# requests, 5xx, non-2xx/3xx, socket errors and latency percentiles in microseconds.
+_WRK_SCRIPT = """
+fivexx = 0
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function response(status, headers, body)
+  if status >= 500 then fivexx = fivexx + 1 end
+end
+function done(summary, latency, requests)
+  local five = 0
+  for _, t in ipairs(threads) do five = five + t:get("fivexx") end
+  local e = summary.errors
+  io.write(string.format("R14WRK %d %d %d %d %d %d %d %d %d %d %d\\n",
+    summary.requests, summary.duration, five, e.status, e.connect + e.read + e.write,
+    e.timeout, latency:percentile(50), latency:percentile(95), latency:percentile(99),
+    latency.max, summary.bytes))
+end
+"""
 
-    def reader(i: int) -> None:
-        n = 0
-        while n < at_least or not stop.is_set():
-            _get(port, READ_PATHS[(i + n) % len(READ_PATHS)], reads)
-            n += 1
 
-    with ThreadPoolExecutor(max_workers=readers) as pool:
-        for f in [pool.submit(reader, i) for i in range(readers)]:
-            f.result()
+@dataclass
+class WrkResult:
+    path: str
+    connections: int
+    requests: int
+    seconds: float
+    fivexx: int
+    non_2xx_3xx: int
+    socket_errors: int
+    timeouts: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+
+    @property
+    def errors(self) -> int:
+        return self.non_2xx_3xx + self.socket_errors + self.timeouts
+
+    def line(self, label: str) -> str:
+        return (f"{label} {self.path.split('?')[0]} ({self.connections} connections): "
+                f"n={self.requests} ({self.requests / max(self.seconds, 1e-9):.0f}/s) "
+                f"p50 {self.p50_ms:.1f} ms, p95 {self.p95_ms:.1f} ms, p99 {self.p99_ms:.1f} ms, "
+                f"max {self.max_ms:.0f} ms; 5xx {self.fivexx}, errors {self.errors}")
+
+
+class WrkReaders:
+    """One ``wrk`` per (path, connections), each with keep-alive connections reading that
+    path one request after another, from start until ``stop()`` (SIGINT: wrk prints its
+    summary and exits)."""
+
+    def __init__(self, port: int, readers: list[tuple[str, int]], script_dir: Path):
+        wrk = shutil.which("wrk")
+        if wrk is None:
+            raise RuntimeError("wrk is not installed: apt-get install wrk (Debian)")
+        script = script_dir / "r14.lua"
+        script.write_text(_WRK_SCRIPT)
+        self.procs = [
+            (path, n, subprocess.Popen(
+                [wrk, "-t", "1", "-c", str(n), "-d", "24h", "--timeout", "60s", "-s",
+                 str(script), f"http://127.0.0.1:{port}{path}"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            for path, n in readers]
+
+    def stop(self) -> list[WrkResult]:
+        for _path, _n, proc in self.procs:
+            proc.send_signal(signal.SIGINT)
+        return [_wrk_result(path, n, proc.communicate(timeout=120)[0])
+                for path, n, proc in self.procs]
+
+    @classmethod
+    def run_for(cls, port: int, readers: list[tuple[str, int]], script_dir: Path,
+                seconds: float) -> list[WrkResult]:
+        running = cls(port, readers, script_dir)
+        time.sleep(seconds)
+        return running.stop()
+
+
+def _wrk_result(path: str, connections: int, out: str) -> WrkResult:
+    line = next((ln for ln in out.splitlines() if ln.startswith("R14WRK ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk on {path} printed no summary: {out[-1000:]}")
+    (requests, duration_us, fivexx, non2xx, sock, timeouts, p50, p95, p99, mx,
+     _bytes) = (int(float(v)) for v in line.split()[1:])
+    return WrkResult(path, connections, requests, duration_us / 1e6, fivexx, non2xx, sock,
+                     timeouts, p50 / 1000, p95 / 1000, p99 / 1000, mx / 1000)
 
 
 def build_archive(out: Path, tasks: dict[str, str], *, n: int, mb: int, text_mb: int) -> Path:
@@ -151,7 +236,7 @@ def upload_and_follow(port: int, token: str, archive: Path, meta: Path) -> Uploa
     result.answer = body
     status = body.get("status", "")
     while status not in VERDICTS:
-        time.sleep(0.5)
+        time.sleep(POLL_S)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         try:
             conn.request("GET", f"/api/v1/submissions/{body['id']}/",
@@ -167,12 +252,13 @@ def upload_and_follow(port: int, token: str, archive: Path, meta: Path) -> Uploa
 class IntakeWorker:
     """``celery -A config worker -Q <intake queue>`` from the served tree (stopped on exit)."""
 
-    def __init__(self, *, tree: Path, env: dict, queue: str, concurrency: int, log: Path):
+    def __init__(self, *, tree: Path, env: dict, queue: str, concurrency: int, log: Path,
+                 nice: int = 0):
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue,
-             "--concurrency", str(concurrency), "--without-mingle", "--without-gossip",
-             "-l", "WARNING", "-n", f"bench-intake-{uuid.uuid4().hex[:6]}@%h"],
+            ["nice", "-n", str(nice), sys.executable, "-m", "celery", "-A", "config", "worker",
+             "-Q", queue, "--concurrency", str(concurrency), "--without-mingle",
+             "--without-gossip", "-l", "WARNING", "-n", f"bench-intake-{uuid.uuid4().hex[:6]}@%h"],
             cwd=tree, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def __enter__(self) -> IntakeWorker:

@@ -107,6 +107,62 @@ def test_conditional_requests_get_304_until_a_publish_commits(client, ranked):
     assert b"Gamma (M3)" not in client.get(f"/?benchmark={bv.slug}").content
 
 
+@pytest.mark.parametrize("path", ["/api/v1/leaderboard/", "/leaderboard.csv"])
+def test_the_load_paths_revalidate_with_304_and_no_query_until_a_publish(path, client, ranked):
+    """R14's read paths: a warm conditional request is a 304 from the middleware (no query, no
+    body); the publish that commits makes the stored copy unreachable at once (200, new ETag,
+    the new agent in the body), and the new copy revalidates again without a query."""
+    bv, tasks = ranked
+    url = f"{path}?benchmark={bv.slug}"
+    first = client.get(url)
+    assert first.status_code == 200 and first["ETag"] and "no-cache" in first["Cache-Control"]
+    with CaptureQueriesContext(connection) as ctx:
+        again = client.get(url, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert not ctx.captured_queries, [q["sql"] for q in ctx.captured_queries]
+    assert again.status_code == 304 and again.content == b"" and again["ETag"] == first["ETag"]
+
+    agent = AgentFactory(display_name="Gamma (M3)", slug="gamma")
+    sub = published_submission(agent, tasks, ["PPP"] * 5, status=SubmissionStatus.VERIFIED,
+                               published_at=None)
+    submission_publish(submission=sub, actor=None)
+    after = client.get(url, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert after.status_code == 200 and after["ETag"] != first["ETag"]
+    assert b"Gamma (M3)" in _body(after)
+    with CaptureQueriesContext(connection) as ctx:
+        revalidated = client.get(url, HTTP_IF_NONE_MATCH=after["ETag"])
+    assert revalidated.status_code == 304 and not ctx.captured_queries
+
+
+def test_a_worker_warmed_before_serving_answers_its_first_reader_from_the_cache(client, ranked):
+    """gunicorn's post_worker_init (config/gunicorn.py) runs config.warmup: the worker answers
+    the read paths to itself through its WSGI application, so its first reader is a warm hit
+    (no query) instead of a cold start; a path that fails does not stop the warm-up."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    from config import warmup
+
+    bv, _ = ranked
+    url = f"/api/v1/leaderboard/?benchmark={bv.slug}"
+    # As the test client does: the test's transaction must outlive each request.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    ticks = []
+    try:
+        done = warmup.warm(WSGIHandler(), ["/healthz", url, "/no-such-page/"],
+                           tick=lambda: ticks.append(1), close_connections=False)
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+    assert [(path, status.split()[0]) for path, status, _s in done] == [
+        ("/healthz", "200"), (url, "200"), ("/no-such-page/", "404")]
+    assert len(ticks) == 3
+    with CaptureQueriesContext(connection) as ctx:
+        first = client.get(url)
+    assert first.status_code == 200 and not ctx.captured_queries, ctx.captured_queries
+
+
 def test_a_signed_in_visitor_gets_the_cached_page_with_their_own_navigation(client, ranked):
     bv, _ = ranked
     anonymous = client.get(f"/?benchmark={bv.slug}").content

@@ -523,3 +523,27 @@ def test_polling_a_submission_that_is_not_there_ends_with_a_sentence(live_server
         poll(live_server.url, token, "/api/v1/submissions/999999/", interval=0.01, out=out)
     assert "failed (HTTP 404)" in str(ended.value) and "/api/v1/submissions/999999/" in str(ended.value)
     assert out.getvalue() == ""
+
+
+def test_the_archive_is_hashed_while_it_streams_to_disk_not_read_again(
+        synthetic, tmp_path, token, monkeypatch):
+    """R14: the upload handler hashes the chunks it writes; the request never reads the stored
+    archive back (a second pass over 200 MB on a web worker). The hash is the file's."""
+    import hashlib
+
+    from submissions import intake
+
+    def read_again(path):
+        raise AssertionError(f"the request read {path} back to hash it")
+
+    monkeypatch.setattr(intake, "sha256_file", read_again)
+    _bv, tasks = synthetic
+    archive = _job_archive(tmp_path, tasks)
+    pk = submission_id(_post(token, archive, build_metadata()))
+    stored = Submission.objects.get(pk=pk)
+    assert stored.archive_sha256 == hashlib.sha256(archive).hexdigest()
+    assert stored.archive_bytes == len(archive)
+    from django.core.files.storage import default_storage
+
+    with default_storage.open(stored.archive, "rb") as fh:
+        assert hashlib.sha256(fh.read()).hexdigest() == stored.archive_sha256

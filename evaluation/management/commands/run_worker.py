@@ -1,6 +1,6 @@
 """manage.py run_worker [--queues web,intake,evaluation] [--concurrency N] [--beat] [--name N]
 
-Starts `celery -A config worker` (replacing this process). Intake workers consume the `intake`
+Starts `celery -A config worker` (replacing this process), `--nice N` lower in priority. Intake workers consume the `intake`
 queue (uploads validated off the web request; no Docker needed). Evaluation workers consume the
 `evaluation` queue with --concurrency sized to the machine (default: its CPU count, since each
 job's containers are CPU-bound); one process of the deployment also runs the beat (--beat, or
@@ -27,8 +27,11 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
         parser.add_argument("--beat", action="store_true", help="embed the beat (one per site)")
         parser.add_argument("--loglevel", default="INFO")
+        parser.add_argument("--nice", type=int, default=0,
+                            help="raise the worker's niceness by this much (intake workers on a "
+                                 "web machine: readers win the CPU, R14)")
 
-    def handle(self, *args, queues, concurrency, beat, loglevel, name, **options):
+    def handle(self, *args, queues, concurrency, beat, loglevel, name, nice, **options):
         opts = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         if settings.CELERY_BROKER_URL.startswith("filesystem"):
             for key in ("data_folder_in", "data_folder_out", "processed_folder"):
@@ -41,6 +44,8 @@ class Command(BaseCommand):
             schedule = Path(settings.BASE_DIR) / "var" / "celerybeat-schedule"
             schedule.parent.mkdir(parents=True, exist_ok=True)
             argv += ["--beat", "--schedule", str(schedule)]
+        if nice:
+            os.nice(nice)  # inherited by the exec'd worker and its pool processes
         self.stdout.write(" ".join(argv[1:]))
         self.stdout.flush()
         os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the worker
