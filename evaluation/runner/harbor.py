@@ -35,6 +35,7 @@ What the site controls, whatever the submission says:
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -98,6 +99,9 @@ class HarborJob:
     log_tail: str
     timed_out: bool = False
     gateway_log: list[dict] | None = None  # the model gateway's requests (installed agents)
+    # Every `harbor run`'s job directory: an installed agent's trials run one per `harbor run`
+    # (each behind its own network and gateway); job_dir is the first.
+    job_dirs: list[Path] = dataclasses.field(default_factory=list)
 
 
 def harbor_bin() -> Path:
@@ -266,15 +270,41 @@ def harbor_run(
     if harness is None:
         raise ValueError(f"{agent} is not an installed agent the site bakes")
     image = harness_task_image(image, agent)
-    gateway_log: list[dict] = []
     gateway = dataclasses.replace(gateway, lifetime_s=timeout_s + 900)
-    with model_egress(gateway, job_id=job_label, attempt=attempt, log_out=gateway_log) as route:
-        kwargs[harness.endpoint_kwarg] = route.base_url
-        kwargs["skip_install"] = True  # Harbor's own switch: the image provides the agent
-        job = _invoke(**run, kwargs=kwargs, image=image, network=route.network,
-                      env={harness.key_env: GATEWAY_PLACEHOLDER_KEY})
-    job.gateway_log = gateway_log
-    return job
+    kwargs["skip_install"] = True  # Harbor's own switch: the image provides the agent
+
+    def one_trial(index: int) -> HarborJob:
+        # Its own internal network and gateway: Harbor's overlay is one per `harbor run`, so one
+        # trial per run keeps two trials of a job from reaching each other. The network and the
+        # gateway go when the trial ends, whatever happened (model_egress).
+        label = f"{job_label}-t{index}"
+        trial_dir = work_dir / f"trial-{index}"
+        (trial_dir / "home").mkdir(parents=True, exist_ok=True)
+        log: list[dict] = []
+        with model_egress(gateway, job_id=label, attempt=attempt, log_out=log) as route:
+            job = _invoke(**{**run, "attempts": 1, "job_label": label,
+                             "work_dir": trial_dir},
+                          kwargs={**kwargs, harness.endpoint_kwarg: route.base_url},
+                          image=image, network=route.network,
+                          env={harness.key_env: GATEWAY_PLACEHOLDER_KEY})
+        job.gateway_log = log
+        return job
+
+    t0 = time.monotonic()
+    count = max(1, attempts)
+    workers = max(1, min(count, settings.VERIFICATION_PARALLEL_TRIALS))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="harbor-trial") as pool:
+        futures = [pool.submit(one_trial, i) for i in range(count)]
+        concurrent.futures.wait(futures)
+    jobs = [f.result() for f in futures]  # the first trial's error, once every trial ended
+    return HarborJob(
+        cmd=jobs[0].cmd, returncode=max((j.returncode or 0) for j in jobs),
+        seconds=time.monotonic() - t0, job_dir=jobs[0].job_dir,
+        job_dirs=[j.job_dir for j in jobs],
+        trials=[t for j in jobs for t in j.trials],
+        log_tail="\n".join(j.log_tail for j in jobs)[-LOG_TAIL_BYTES:],
+        timed_out=any(j.timed_out for j in jobs),
+        gateway_log=[entry for j in jobs for entry in (j.gateway_log or [])])
 
 
 def _invoke(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: Path,

@@ -193,7 +193,8 @@ def test_mini_swe_agent_reaches_only_the_model_endpoint(settings, harness_ready,
     cmdline = " ".join(hb.cmd)
     assert "203.0.113.9" not in cmdline and "sk-submitters-own" not in cmdline
     assert SITE_KEY not in cmdline and "skip_install=true" in cmdline
-    assert SITE_KEY not in (hb.job_dir / "config.json").read_text()
+    assert hb.job_dirs and all(SITE_KEY not in (d / "config.json").read_text()
+                               for d in hb.job_dirs)
 
     # What the agent's commands saw.
     # (mini-swe-agent returns a command's output JSON-encoded: its newlines arrive as \n)
@@ -219,9 +220,124 @@ def test_mini_swe_agent_reaches_only_the_model_endpoint(settings, harness_ready,
                                   artifacts_dir=trial.artifacts_dir, image=image)
     assert verdict.reward == 1.0, verdict.result.text
     assert vs.labelled_containers(f"{vs.RUN_PREFIX}msa-egress") == []
-    assert not runner.client().networks.list(names=[f"hab-egress-{vs.RUN_PREFIX}msa-egress-1"])
+    assert _job_networks(f"{vs.RUN_PREFIX}msa-egress") == []
     print(f"\nharbor run (mini-swe-agent behind the gateway, 1 trial): {seconds:.1f} s wall, "
           f"trial {trial.seconds:.1f} s, agent {trial.agent_seconds:.1f} s")
+
+
+def _job_networks(prefix: str) -> list[str]:
+    from evaluation import runner
+
+    return sorted(n.name for n in runner.client().networks.list(
+        filters={"label": "app=healthagentbench"})
+        if str((n.attrs.get("Labels") or {}).get("job", "")).startswith(prefix))
+
+
+def _connect(container, host: str, port: int) -> str:
+    code = ("import socket,sys\n"
+            "try:\n"
+            "    socket.create_connection((sys.argv[1], int(sys.argv[2])), 3).close()\n"
+            "    print('OPEN')\n"
+            "except OSError as exc:\n"
+            "    print('BLOCKED', type(exc).__name__)\n")
+    return container.exec_run(["python3", "-c", code, host, str(port)]).output.decode().strip()
+
+
+def test_two_trials_of_one_job_cannot_reach_each_other(settings, harness_ready, tmp_path):
+    """Two mini-swe-agent trials of one re-run, in parallel: each task container is on its own
+    internal network, whose only other member is its own model gateway; with a listener in
+    each, neither trial reaches the other's (each reaches its own: the control). Both trials
+    complete, and every network of the job is gone afterwards, also when the Harbor run fails
+    (a 3 s cap kills it before any trial result)."""
+    import threading
+
+    from evaluation import agents, runner
+
+    bridge = _bridge_gateway()
+    hold = "sleep 45; " + _write(_answer(right=True))
+    stub = StubModel({"stub-pair": [bash_reply(hold, "hold"), DONE]}).start()
+    job = f"{vs.RUN_PREFIX}msa-pair"
+    settings.VERIFICATION_PARALLEL_TRIALS = 2
+    settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {"openai/stub-pair": _endpoint(stub, bridge)}
+    settings.VERIFICATION_AGENT_SECRETS = {"STUB": SITE_KEY}
+    agent, why = agents.resolve_site_agent(
+        HARNESS, harness_version=VERSION,
+        agent_settings={"harbor_agent": HARNESS, "model_name": "openai/stub-pair"})
+    assert agent is not None, why
+    done: dict = {}
+
+    def run():
+        try:
+            done["job"] = agents.run_harbor_agent(agent, CT_DIR, job_id=job, attempt=1,
+                                                  attempts=2, work_dir=tmp_path / "pair")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertions below
+            done["error"] = exc
+
+    c = runner.client()
+    thread = threading.Thread(target=run)
+    thread.start()
+    probes = None
+    try:
+        deadline = time.monotonic() + 600
+        while thread.is_alive() and time.monotonic() < deadline and probes is None:
+            tasks = [x for x in c.containers.list(filters={"label": ["app=healthagentbench",
+                                                                     "purpose=harbor"]})
+                     if x.labels.get("job", "").startswith(job)]
+            # Both agents have started their command (the model was asked twice).
+            if len(tasks) == 2 and stub.count("stub-pair") >= 2:
+                probes = _probe_pair(c, tasks, job)
+            else:
+                time.sleep(1)
+        thread.join(timeout=900)
+    finally:
+        stub.stop()
+    assert probes is not None, (done, stub.count("stub-pair"))
+    assert "error" not in done, done.get("error")
+    hb = done["job"]
+    assert [t.exception_type for t in hb.trials] == [None, None], hb.log_tail
+    assert len({t.name for t in hb.trials}) == 2
+    assert _job_networks(job) == []
+
+    (a_net, a_ip, a_gw), (b_net, b_ip, b_gw) = probes["trials"]
+    assert a_net != b_net and a_net.startswith(f"hab-egress-{job}-t")
+    assert probes["members"] == [{"harbor", "modelgw"}, {"harbor", "modelgw"}]
+    assert probes["a->a"] == probes["b->b"] == "OPEN"  # the control: the listeners answer
+    assert probes["a->b"].startswith("BLOCKED") and probes["b->a"].startswith("BLOCKED"), probes
+    assert probes["a->b gateway"].startswith("BLOCKED"), probes
+    print(f"\ntwo trials, two networks ({a_net}, {b_net}): {probes}")
+
+    # On failure too: a run killed before any trial result leaves no network behind.
+    settings.VERIFICATION_HARBOR_TIMEOUT_S = 3
+    with pytest.raises(runner.InfrastructureError, match="without a trial result"):
+        agents.run_harbor_agent(agent, CT_DIR, job_id=f"{job}-killed", attempt=1, attempts=2,
+                                work_dir=tmp_path / "killed")
+    assert _job_networks(f"{job}-killed") == []
+    runner.reap_job_prefix(f"{job}-killed")
+
+
+def _probe_pair(c, tasks, job) -> dict:
+    """Networks, members and reachability of the two running trials (test side, docker exec)."""
+    trials, gateways = [], []
+    for task in tasks:
+        task.reload()
+        nets = task.attrs["NetworkSettings"]["Networks"]
+        assert list(nets) == [n for n in nets if n.startswith(f"hab-egress-{job}-t")], nets
+        (name, info), = nets.items()
+        net = c.networks.get(name)
+        net.reload()
+        members = {m.labels.get("purpose"): m for m in net.containers}
+        gw = members["modelgw"]
+        gw_ip = gw.attrs["NetworkSettings"]["Networks"][name]["IPAddress"]
+        trials.append((name, info["IPAddress"], gw_ip))
+        gateways.append(set(members))
+        task.exec_run(["python3", "-m", "http.server", "8000", "--bind", "0.0.0.0"],
+                      detach=True)
+    time.sleep(2)
+    (a_net, a_ip, _), (b_net, b_ip, b_gw) = trials
+    return {"trials": trials, "members": gateways,
+            "a->a": _connect(tasks[0], a_ip, 8000), "b->b": _connect(tasks[1], b_ip, 8000),
+            "a->b": _connect(tasks[0], b_ip, 8000), "b->a": _connect(tasks[1], a_ip, 8000),
+            "a->b gateway": _connect(tasks[0], b_gw, 8080)}
 
 
 def test_unbaked_installed_agents_say_why(settings):
