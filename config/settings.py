@@ -240,6 +240,10 @@ XRAY_JUDGE_API_KEY = _env_or_file("XRAY_JUDGE_API_KEY", default="")
 XRAY_JUDGE_TIMEOUT_S = env.float("XRAY_JUDGE_TIMEOUT_S", default=60.0)
 # The Docker network the judge gateway joins to reach XRAY_JUDGE_URL (the verifier joins none).
 XRAY_JUDGE_EGRESS_NETWORK = env.str("XRAY_JUDGE_EGRESS_NETWORK", default="bridge")
+# An https judge is verified against the worker's CA bundle (Debian's ca-certificates, else
+# certifi's), which the judge gateway gets beside its config; a PEM file of further CAs (a
+# private endpoint's) is added from here.
+XRAY_JUDGE_CA_FILE = env.str("XRAY_JUDGE_CA_FILE", default="")
 # Docker engine used by evaluation/runner.py (created lazily, never at import).
 DOCKER_HOST = env.str("DOCKER_HOST", default="unix:///var/run/docker.sock")
 DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)

@@ -13,6 +13,7 @@ Without XRAY_JUDGE_URL, `judge_for` raises JudgeNotConfigured: the caller record
 
 from __future__ import annotations
 
+import urllib.parse
 from collections import defaultdict
 from pathlib import Path
 
@@ -71,7 +72,9 @@ def judge_for(task_dir: Path, *, cached: bool = True) -> runner.JudgeGateway | N
         upstream_url=endpoint_url(settings.XRAY_JUDGE_URL), model=model,
         api_key=settings.XRAY_JUDGE_API_KEY, prompt_version=PROMPT_VERSION,
         system_prompt=SYSTEM_PROMPT, cache=dict(rows),
-        timeout_s=settings.XRAY_JUDGE_TIMEOUT_S, network=settings.XRAY_JUDGE_EGRESS_NETWORK)
+        timeout_s=settings.XRAY_JUDGE_TIMEOUT_S, network=settings.XRAY_JUDGE_EGRESS_NETWORK,
+        ca_pem=runner.ca_bundle(settings.XRAY_JUDGE_CA_FILE)
+        if urllib.parse.urlsplit(settings.XRAY_JUDGE_URL).scheme == "https" else b"")
 
 
 def judge_record(gateway: runner.JudgeGateway, log: list[dict] | None, task_dir: Path) -> dict:

@@ -111,7 +111,7 @@ from evaluation.runner.limits import (
     task_user,
 )
 from evaluation.runner.egress import EgressRoute, ModelGateway, model_egress
-from evaluation.runner.gateway import JudgeGateway
+from evaluation.runner.gateway import JudgeGateway, ca_bundle
 from evaluation.runner.harnesses import (
     HOST_SIDE_AGENTS,
     INSTALLED_HARNESSES,
@@ -157,7 +157,7 @@ __all__ = [
     "EgressRoute", "ModelGateway", "model_egress", "HOST_SIDE_AGENTS", "INSTALLED_HARNESSES",
     "KNOWN_INSTALLED_AGENTS", "build_harness_image", "harness_image_tag", "harness_problem",
     "harness_task_image", "installed_harness",
-    "JudgeGateway", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
+    "JudgeGateway", "ca_bundle", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
     "bare_docker_run", "build_task_image", "engine_control_run", "client", "declared_outputs", "discover_tasks",
     "base_image_digest", "base_image_files", "base_image_tag",
     "engine_status", "ensure_base_image", "image_build", "image_exists", "image_size",

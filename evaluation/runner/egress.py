@@ -1,7 +1,8 @@
 """Egress for agents that run inside the task container: an internal network and a gateway.
 
 The re-run of a Harbor installed agent (mini-swe-agent, ...) runs the agent's own process in the
-task container, which therefore needs a way to its model, and nothing else. For one Harbor job:
+task container, which therefore needs a way to its model, and nothing else. For each trial
+(one `harbor run` per trial, harbor.py, so that two trials of a job never share a network):
 
 1. an internal Docker network (`internal`: no route out of it; the host's bridge address is
    not given to it either, see INTERNAL_NETWORK_OPTIONS) is created, labelled for the reaper;
@@ -22,7 +23,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import ssl
 from pathlib import Path
 
 from evaluation.runner.base import base_image_tag
@@ -37,7 +37,7 @@ from evaluation.runner.engine import (
     _safe_name,
     client,
 )
-from evaluation.runner.gateway import read_log
+from evaluation.runner.gateway import ca_bundle, read_log
 from evaluation.runner.limits import AGENT_UID, Limits
 
 log = logging.getLogger(__name__)
@@ -86,15 +86,6 @@ class EgressRoute:
         return f"http://{self.address}:{GATEWAY_PORT}/v1"
 
 
-def _ca_bundle() -> bytes | None:
-    """The worker's CA certificates, for an https upstream (the base image has none)."""
-    paths = ssl.get_default_verify_paths()
-    for candidate in (paths.cafile, paths.openssl_cafile):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate).read_bytes()
-    return None
-
-
 def _remove_network(c, name: str) -> None:
     docker = _docker()
     try:
@@ -137,7 +128,7 @@ def model_egress(spec: ModelGateway, *, job_id, attempt: int, log_out: list):
             address = (networks.get(name) or {}).get("IPAddress")
         if not address:
             raise InfrastructureError(f"the model gateway has no address on {name}")
-        ca = _ca_bundle()
+        ca = ca_bundle() or None
         files = {"model_gateway.py": GATEWAY_SCRIPT.read_bytes(),
                  "config.json": json.dumps(spec.config("/gw/ca.pem" if ca else None)).encode()}
         if ca:

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import ssl
 from pathlib import Path
 
 from evaluation.runner.base import base_image_tag
@@ -33,6 +34,7 @@ GATEWAY_SCRIPT = Path(__file__).with_name("judge_gateway.py")
 SOCKET_DIR = "/judge-socket"
 SOCKET_PATH = f"{SOCKET_DIR}/judge.sock"
 LOG_PATH = "/judge/log.jsonl"
+CA_PATH = "/judge/ca.pem"
 MAX_LOG_BYTES = 16 * 1024 * 1024
 
 
@@ -48,6 +50,7 @@ class JudgeGateway:
     cache: dict = dataclasses.field(default_factory=dict)  # key -> [reply content, ...]
     timeout_s: float = 60.0
     network: str = "bridge"  # the egress network the gateway (only) joins
+    ca_pem: bytes = dataclasses.field(default=b"", repr=False)  # trusted for an https upstream
 
     def verifier_env(self) -> dict[str, str]:
         # The client waits for the gateway's upstream call (and its one retry) to finish.
@@ -57,7 +60,27 @@ class JudgeGateway:
     def config(self) -> dict:
         return {"upstream_url": self.upstream_url, "model": self.model, "api_key": self.api_key,
                 "prompt_version": self.prompt_version, "system_prompt": self.system_prompt,
-                "cache": self.cache, "timeout_s": self.timeout_s}
+                "cache": self.cache, "timeout_s": self.timeout_s,
+                "cafile": CA_PATH if self.ca_pem else None}
+
+
+def ca_bundle(extra_file: str = "") -> bytes:
+    """The CA certificates a gateway trusts for an https upstream (the base image has none):
+    the worker's own bundle (Debian's ca-certificates: OpenSSL's default CA file) plus
+    `extra_file`, a PEM file of further CAs (a private endpoint's, from the settings). Empty
+    when neither."""
+    parts: list[bytes] = []
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile):
+        if candidate and Path(candidate).is_file():
+            parts.append(Path(candidate).read_bytes())
+            break
+    if extra_file:
+        try:
+            parts.append(Path(extra_file).read_bytes())
+        except OSError as exc:
+            raise InfrastructureError(f"the CA file {extra_file} cannot be read: {exc}") from exc
+    return b"\n".join(p.rstrip(b"\n") for p in parts) + b"\n" if parts else b""
 
 
 def read_log(raw: bytes | None) -> list[dict]:
@@ -96,10 +119,11 @@ def judge_gateway(spec: JudgeGateway, *, job_id, attempt: int, log_out: list):
     )
     try:
         run.__enter__()
-        run.put_files("/judge", {
-            "judge_gateway.py": GATEWAY_SCRIPT.read_bytes(),
-            "config.json": json.dumps(spec.config()).encode("utf-8"),
-        }, uid=AGENT_UID)
+        files = {"judge_gateway.py": GATEWAY_SCRIPT.read_bytes(),
+                 "config.json": json.dumps(spec.config()).encode("utf-8")}
+        if spec.ca_pem:
+            files["ca.pem"] = spec.ca_pem
+        run.put_files("/judge", files, uid=AGENT_UID)
         api = c.api
         exec_id = api.exec_create(
             run.container.id,

@@ -33,6 +33,7 @@ import json
 import os
 import re
 import socketserver
+import ssl
 import sys
 import threading
 import urllib.error
@@ -90,6 +91,9 @@ class Gateway:
         self.prompt_version = config["prompt_version"]
         self.system_prompt = config["system_prompt"]
         self.timeout_s = float(config.get("timeout_s") or 60)
+        # The base image has no CA certificates: an https upstream is verified against the
+        # bundle the site puts beside the config (gateway.py ca_bundle), never unverified.
+        self.cafile = config.get("cafile") or None
         self.cache = {k: list(v) for k, v in (config.get("cache") or {}).items()}
         self.seen = {}
         self.lock = threading.Lock()
@@ -119,7 +123,9 @@ class Gateway:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.upstream, data=json.dumps(body).encode("utf-8"),
                                          headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+        context = ssl.create_default_context(cafile=self.cafile) if self.cafile else None
+        with urllib.request.urlopen(request, timeout=self.timeout_s,  # noqa: S310
+                                    context=context) as response:
             payload = json.loads(response.read(MAX_BODY + 1).decode("utf-8"))
         return payload["choices"][0]["message"]["content"]
 

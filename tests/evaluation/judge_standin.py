@@ -101,7 +101,8 @@ def _completion(content, model="judge-standin"):
 
 
 class JudgeStandIn:
-    def __init__(self, replies=(), rule=None, delay_s=5.0, host="127.0.0.1", port=0):
+    def __init__(self, replies=(), rule=None, delay_s=5.0, host="127.0.0.1", port=0,
+                 ssl_context=None):
         self._replies = deque(replies)
         self._lock = threading.Lock()
         self.rule = RULES[rule] if isinstance(rule, str) else rule
@@ -112,6 +113,10 @@ class JudgeStandIn:
         self.peers = []
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
+        # https: a server-side ssl.SSLContext (the test's own certificate and CA).
+        self.scheme = "https" if ssl_context is not None else "http"
+        if ssl_context is not None:
+            self._server.socket = ssl_context.wrap_socket(self._server.socket, server_side=True)
         self._thread = None
 
     @property
@@ -120,7 +125,7 @@ class JudgeStandIn:
 
     @property
     def url(self):
-        return f"http://{self._server.server_address[0]}:{self.port}"
+        return f"{self.scheme}://{self._server.server_address[0]}:{self.port}"
 
     def push(self, *replies):
         with self._lock:
