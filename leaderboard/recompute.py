@@ -44,9 +44,21 @@ def entries_insert(*, benchmark_version: BenchmarkVersion, agent_ids: list[int] 
     subs = _latest_submissions(benchmark_version, agent_ids)
     if not subs:
         return
+    submission_ids = [s[0] for s in subs]
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {CELLS}")
-        cursor.execute(*_cells_sql([s[0] for s in subs]))
+        if connection.vendor == "postgresql":
+            # Per-attempt columns for attempts 1..attempts_per_task (no sort per cell); any
+            # attempt number outside that range: the ordered aggregates instead.
+            per_attempt = benchmark_version.attempts_per_task
+            cursor.execute(*_cells_sql(submission_ids, per_attempt=per_attempt))
+            cursor.execute(f"SELECT 1 FROM {CELLS} WHERE first_attempt < 1 OR last_attempt > %s "
+                           "LIMIT 1", [per_attempt])
+            if cursor.fetchone():
+                cursor.execute(f"DROP TABLE {CELLS}")
+                cursor.execute(*_cells_sql(submission_ids))
+        else:
+            cursor.execute(*_cells_sql(submission_ids))
         try:
             arrays = _read_cells(cursor, subs)
             costs = _read_costs(cursor)
@@ -76,42 +88,61 @@ def _code(column: str) -> str:
     return f"CASE {column} {whens} END"
 
 
-def _cells_sql(submission_ids: list[int]) -> tuple[str, list]:
-    """CREATE TEMP TABLE of the task cells: one row per (submission, task)."""
+def _per_attempt(expr: str, attempts: range, site: str | None = None) -> str:
+    """The codes of attempts in order, one column per attempt (a missing one adds nothing): what
+    string_agg(... ORDER BY attempt) gives, without sorting each cell's trials."""
+    only = f" AND {site} IS NOT NULL" if site else ""
+    return " || ".join(
+        [f"COALESCE(MAX(CASE WHEN t.attempt = {k}{only} THEN {expr} END), '')" for k in attempts]
+        or ["''"])
+
+
+def _cells_sql(submission_ids: list[int], per_attempt: int | None = None) -> tuple[str, list]:
+    """CREATE TEMP TABLE of the task cells: one row per (submission, task). PostgreSQL with
+    ``per_attempt``: one column per attempt number 1..per_attempt instead of ordered aggregates
+    (the caller checks ``first_attempt``/``last_attempt`` fall in that range)."""
     site, claimed = _code("t.outcome"), _code("t.claimed_outcome")
-    if connection.vendor == "postgresql":
+    scored = f"t.outcome <> '{Outcome.INFRA_ERROR}'"
+    bounds = ""
+    if connection.vendor == "postgresql" and per_attempt is not None:
+        attempts = range(1, per_attempt + 1)
+        outcomes = _per_attempt(site, attempts)
+        claims = _per_attempt(claimed, attempts)
+        where, params = "t.submission_id = ANY(%s::int8[])", [submission_ids]
+        flagged = "t.flags <> '[]'::jsonb"
+        # PostgreSQL's SUM(float8) adds in input order from the first value: in attempt order
+        # that is ((d1 + d2) + d3), a missing or unscored attempt adding an exact 0.
+        durations = " + ".join(
+            f"COALESCE(MAX(CASE WHEN t.attempt = {k} AND {scored} THEN t.duration_s END), 0)"
+            for k in attempts) or "NULL"
+        dur_sum = f"CASE WHEN COUNT(CASE WHEN {scored} THEN t.duration_s END) > 0 " \
+                  f"THEN {durations} END"
+        bounds = ", MIN(t.attempt) AS first_attempt, MAX(t.attempt) AS last_attempt"
+    elif connection.vendor == "postgresql":
         outcomes = f"string_agg({site}, '' ORDER BY t.attempt)"
         claims = f"COALESCE(string_agg({claimed}, '' ORDER BY t.attempt), '')"
-        empties = f"string_agg(CASE WHEN {site} IS NOT NULL THEN '[]' END, ', ')"
         flagged = "t.flags <> '[]'::jsonb"
         where, params = "t.submission_id = ANY(%s::int8[])", [submission_ids]
         # Durations added in attempt order, whatever the plan (a parallel plan's partial sums
         # used to change the last bit of a mean now and then).
-        in_order = " ORDER BY t.attempt"
+        dur_sum = f"SUM(CASE WHEN {scored} THEN t.duration_s END ORDER BY t.attempt)"
     else:
         last = Trial.objects.filter(submission_id__in=submission_ids).order_by(
             "-attempt").values_list("attempt", flat=True).first() or 0
-        outcomes = " || ".join(
-            [f"COALESCE(MAX(CASE WHEN t.attempt = {k} THEN {site} END), '')"
-             for k in range(1, last + 1)] or ["''"])
-        claims = " || ".join(
-            [f"COALESCE(MAX(CASE WHEN t.attempt = {k} AND {site} IS NOT NULL THEN {claimed} "
-             f"END), '')" for k in range(1, last + 1)] or ["''"])
-        empties = f"group_concat(CASE WHEN {site} IS NOT NULL THEN '[]' END, ', ')"
+        outcomes = _per_attempt(site, range(1, last + 1))
+        claims = _per_attempt(claimed, range(1, last + 1), site=site)
         flagged = "t.flags <> '[]'"
         where = f"t.submission_id IN ({', '.join(['%s'] * len(submission_ids))})"
         params = list(submission_ids)
-        in_order = ""
+        dur_sum = f"SUM(CASE WHEN {scored} THEN t.duration_s END)"
 
     def count(condition: str) -> str:
         return f"SUM(CASE WHEN {condition} THEN 1 ELSE 0 END)"
 
-    scored = f"t.outcome <> '{Outcome.INFRA_ERROR}'"
     sql = f"""
         CREATE TEMP TABLE {CELLS} AS
         SELECT t.submission_id AS submission_id, t.benchmark_task_id AS benchmark_task_id,
                COALESCE({outcomes}, '') AS outcomes, {claims} AS claimed_outcomes,
-               '[' || COALESCE({empties}, '') || ']' AS flags,
                COUNT({site}) AS present,
                {count(f"t.outcome = '{Outcome.PASSED}'")} AS successes,
                {count(f"t.outcome = '{Outcome.INFRA_ERROR}'")} AS infra,
@@ -122,10 +153,10 @@ def _cells_sql(submission_ids: list[int]) -> tuple[str, list]:
                {count(flagged)} AS flagged,
                SUM(CASE WHEN {scored} THEN t.cost_usd END) AS cost_sum,
                COUNT(CASE WHEN {scored} THEN t.cost_usd END) AS cost_n,
-               SUM(CASE WHEN {scored} THEN t.duration_s END{in_order}) AS dur_sum,
+               {dur_sum} AS dur_sum,
                COUNT(CASE WHEN {scored} THEN t.duration_s END) AS dur_n,
                SUM(CASE WHEN {scored} THEN t.output_tokens END) AS out_sum,
-               COUNT(CASE WHEN {scored} THEN t.output_tokens END) AS out_n
+               COUNT(CASE WHEN {scored} THEN t.output_tokens END) AS out_n{bounds}
         FROM {Trial._meta.db_table} t
         WHERE {where}
         GROUP BY t.submission_id, t.benchmark_task_id

@@ -117,3 +117,28 @@ def test_incremental_equals_full_with_flags_missing_tasks_and_infra_only_tasks(s
     assert incremental["entries"][(agents[2].pk,)]["flagged_trials"] == 4
     assert (agents[0].pk, tasks[2].pk) not in incremental["cells"]
     assert incremental["entries"][(agents[1].pk,)]["total_cost_usd"] is None
+
+
+def test_cells_in_attempt_order_whatever_the_attempt_numbers(small_benchmark):
+    """PostgreSQL builds each cell's codes from one column per attempt 1..attempts_per_task;
+    an attempt numbered outside that range sends the rebuild to ordered aggregates. Both
+    paths (and SQLite's) give the codes in attempt order and the same entry numbers."""
+    bv, tasks = small_benchmark
+    durations = [(3, 0.1), (1, 0.2), (2, 0.7)]
+    sub = published_submission(AgentFactory(display_name="Gaps"), tasks,
+                               ["PFT", "FPF", "PPP", "FFF", "PIF"])
+    for attempt, d in durations:
+        Trial.objects.filter(submission=sub, attempt=attempt).update(duration_s=d)
+    leaderboard_recompute(benchmark_version=bv)
+    within = _tables(bv)
+    entry = LeaderboardEntry.objects.get(submission=sub)
+    assert [c.outcomes for c in entry.cells().values()] == ["PFT", "FPF", "PPP", "FFF", "PIF"]
+    # ((0.2 + 0.7) + 0.1) per task over 14 scored attempts (the PIF task: 0.2 + 0.1).
+    assert entry.mean_duration_s == (4 * ((0.2 + 0.7) + 0.1) + (0.2 + 0.1)) / 14
+
+    # Attempt 3 becomes attempt 7 (above attempts_per_task = 3) on the first task only.
+    Trial.objects.filter(submission=sub, benchmark_task=tasks[0], attempt=3).update(attempt=7)
+    leaderboard_recompute(benchmark_version=bv)
+    entry = LeaderboardEntry.objects.get(submission=sub)
+    assert entry.cells()[tasks[0].pk].outcomes == "PFT"
+    assert _tables(bv) == within
