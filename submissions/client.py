@@ -139,8 +139,8 @@ def progress_line(doc: dict) -> str:
     job = doc.get("verification") or {}
     if job.get("job") and job.get("status") in ("pending", "running"):
         line += (f"; job {job['status']}: re-graded {job['regrade']['done']}/"
-                 f"{job['regrade']['total']}, replayed {job['replay']['done']}, "
-                 f"re-run {job['rerun']['done']}")
+                 f"{job['regrade']['total']}, replays tried {job['replay']['done']}, "
+                 f"re-run trials {job['rerun']['done']}")
     return line
 
 

@@ -78,3 +78,22 @@ def test_refused_upload_page_keeps_no_claims(small_benchmark, client, django_use
     # ...and no section beside it contradicting it with an empty list of claims.
     assert "reports no trial as an infrastructure error" not in html
     assert 'data-testid="no-trials-kept"' in html and "No trials." not in html
+
+
+def test_job_line_counts_replays_tried_not_replayed(small_benchmark, client):
+    """Walked on `make run` with Harbor's oracle (no trajectory): the job line said "replayed 21"
+    beside the badge's "replayed 0/21". It counts the replay checks the job ran, so it says
+    "replays tried"; what reproduced is the badge's count."""
+    _bv, tasks = small_benchmark
+    sub = published_submission(AgentFactory(), tasks, ["PPP"] * 5)
+    job = VerificationJob.objects.create(submission=sub, status="done", attempt=1,
+                                         verdict="checked")
+    for trial in sub.trials.all():
+        TrialCheck.objects.create(job=job, kind=CheckKind.REPLAY, trial=trial,
+                                  benchmark_task=trial.benchmark_task,
+                                  status=CheckStatus.NOT_REPLAYABLE, flags=["not_replayable"])
+    html = client.get(f"/submissions/{sub.pk}/").content.decode()
+    line = html.split('data-testid="verification">')[1].split("</dd>")[0]
+    assert 'replays tried <span data-field="replayed">15</span>' in line
+    assert 're-run trials <span data-field="rerun">0</span>' in line
+    assert "replayed <span" not in line

@@ -485,7 +485,7 @@ def test_the_clients_lines_are_sentences_not_python_values():
     running = {"status": "verifying", "progress": {"done": 4, "total": 21},
                "queue_position": None, "verification": job}
     assert progress_line(running) == ("status verifying, 4/21 trials; job running: re-graded "
-                                      "4/21, replayed 1, re-run 0")
+                                      "4/21, replays tried 1, re-run trials 0")
     done = {"id": 9, "benchmark": "b@1", "status": "checked", "url": "/submissions/9/",
             "progress": {"done": 21, "total": 21}, "queue_position": None,
             "verification": {**job, "status": "done", "verdict": "checked", "summary": {
