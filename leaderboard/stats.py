@@ -103,7 +103,7 @@ def _stratified_sum(clusters: list[tuple[int, int, Hashable]], rate: float) -> f
         if t < 2:
             continue
         centre = sum(resid) / t
-        total += t / (t - 1) * sum((e - centre) ** 2 for e in resid)
+        total += t / (t - 1) * sum((e - centre) * (e - centre) for e in resid)
     return total
 
 
@@ -116,7 +116,7 @@ def paired_p_value(a: Sequence[float], b: Sequence[float]) -> float:
     if n < 2:
         return 1.0
     mean = sum(diffs) / n
-    var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+    var = sum((d - mean) * (d - mean) for d in diffs) / (n - 1)
     if var == 0:
         # Identical differences on every task: no noise, so any non-zero gap is certain.
         return 1.0 if mean == 0 else 0.0
@@ -195,7 +195,7 @@ def _differs(leader: dict[str, float], other: dict[str, float], alpha: float,
     if n < 2:
         return False
     mean = sum(diffs) / n
-    var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+    var = sum((d - mean) * (d - mean) for d in diffs) / (n - 1)
     if var == 0:
         # Identical differences on every task: no noise, so any non-zero gap is certain.
         return mean != 0
