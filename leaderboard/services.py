@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from evaluation.models import BenchmarkVersion, Group
+from evaluation.models import Agent, BenchmarkVersion, Group
 from leaderboard import caching, recompute, stats
 from leaderboard.models import AggregateVersion, CategoryEntry, GroupAggregate, LeaderboardEntry
 
@@ -63,8 +63,16 @@ def leaderboard_recompute(
     recompute.entries_insert(benchmark_version=benchmark_version, agent_ids=agent_ids,
                              now=timezone.now())
     n = _rank_entries(benchmark_version)
-    GroupAggregate.objects.filter(benchmark_version=benchmark_version).delete()
-    _recompute_groups(benchmark_version)
+    groups = GroupAggregate.objects.filter(benchmark_version=benchmark_version)
+    families = None
+    if agent_ids is not None:
+        # Only the families of the agents rebuilt change: the others keep their members, their
+        # members' order (ranks shift together) and their top member.
+        families = sorted(set(Agent.objects.filter(pk__in=agent_ids).values_list(
+            "harness__family", flat=True)))
+        groups = groups.filter(kind=GroupAggregate.Kind.HARNESS_FAMILY, key__in=families)
+    groups.delete()
+    _recompute_groups(benchmark_version, families=families)
     return n
 
 
@@ -131,20 +139,25 @@ def _pooled(counts: list[int] | None) -> float | None:
     return counts[0] / counts[1] if counts and counts[1] else None
 
 
-def _recompute_groups(benchmark_version: BenchmarkVersion) -> None:
-    """Harness-family aggregates from the stored entries: means of agent-level values and
-    pooled counts. Members are read in rank order, so float sums (and the label, the top
-    member's harness) do not depend on which path wrote the entries. Two queries."""
+def _recompute_groups(benchmark_version: BenchmarkVersion,
+                      families: list[str] | None = None) -> None:
+    """Harness-family aggregates (of ``families``, or all) from the stored entries: means of
+    agent-level values and pooled counts. Members are read in rank order, so float sums (and
+    the label, the top member's harness) do not depend on which path wrote the entries. Two
+    queries."""
+    entries = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
+    cells = CategoryEntry.objects.filter(entry__benchmark_version=benchmark_version)
+    if families is not None:
+        entries = entries.filter(agent__harness__family__in=families)
+        cells = cells.filter(entry__agent__harness__family__in=families)
     members = list(
-        LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
-        .order_by("rank", "agent__display_name", "pk")
+        entries.order_by("rank", "agent__display_name", "pk")
         .values_list("agent__harness__family", "agent__harness__display_name", "successes",
                      "attempts", "success_rate", "imaging_macro", "text_macro")
     )
     pooled: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for family, group, successes, attempts in (
-        CategoryEntry.objects.filter(entry__benchmark_version=benchmark_version)
-        .values_list("entry__agent__harness__family", "category__group")
+        cells.values_list("entry__agent__harness__family", "category__group")
         .annotate(s=Sum("successes"), n=Sum("attempts")).values_list(
             "entry__agent__harness__family", "category__group", "s", "n")
     ):

@@ -142,3 +142,33 @@ def test_cells_in_attempt_order_whatever_the_attempt_numbers(small_benchmark):
     entry = LeaderboardEntry.objects.get(submission=sub)
     assert entry.cells()[tasks[0].pk].outcomes == "PFT"
     assert _tables(bv) == within
+
+
+def test_publish_and_take_down_touch_only_their_family_and_equal_a_full_rebuild(small_benchmark):
+    """Incremental publishing recomputes only the harness families of the agents it rebuilds:
+    a new family appears with its first agent and disappears with its last, the others keep
+    their rows, and every table equals a full rebuild."""
+    bv, tasks = small_benchmark
+    codex = HarnessFactory(slug="codex-2", family="codex")
+    agents = [AgentFactory(harness=codex, display_name=f"Codex {i}") for i in range(3)]
+    for a, p in zip(agents, PATTERNS, strict=False):
+        published_submission(a, tasks, p)
+    leaderboard_recompute(benchmark_version=bv)
+    before = GroupAggregate.objects.get(benchmark_version=bv, key="codex")
+
+    solo = AgentFactory(harness=HarnessFactory(slug="solo-1", family="solo"))
+    sub = published_submission(solo, tasks, ["PPP"] * 5, status=SubmissionStatus.VERIFIED,
+                               published_at=None)
+    submission_publish(submission=sub, actor=None)
+    # The codex row was not rewritten (same primary key and numbers), the solo row is new.
+    assert GroupAggregate.objects.get(benchmark_version=bv, key="codex").pk == before.pk
+    assert GroupAggregate.objects.get(benchmark_version=bv, key="solo").agents == 1
+    incremental = _tables(bv)
+    leaderboard_recompute(benchmark_version=bv)
+    assert _tables(bv) == incremental
+
+    submission_withdraw(submission=sub, actor=None, reason="test")
+    assert not GroupAggregate.objects.filter(benchmark_version=bv, key="solo").exists()
+    incremental = _tables(bv)
+    leaderboard_recompute(benchmark_version=bv)
+    assert _tables(bv) == incremental
