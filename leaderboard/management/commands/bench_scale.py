@@ -94,12 +94,17 @@ class Command(BaseCommand):
         self._say(f"bench_scale: {n:,} agents x 162 = {gen.trials:,} trials generated in "
                   f"{time.perf_counter() - started:.1f} s (database {name})")
         bv = gen.benchmark_version
-        started = time.perf_counter()
-        leaderboard_recompute(benchmark_version=bv)
-        rebuild_s = time.perf_counter() - started
+        # Best of 3, as the DuckDB floor is timed (the first, cold run printed beside it).
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            leaderboard_recompute(benchmark_version=bv)
+            runs.append(time.perf_counter() - started)
+        rebuild_s = min(runs)
         duck_s, duck_n = duck.duckdb_rebuild_seconds(benchmark_version=bv)
-        rows = [("aggregate rebuild (all agents)", f"{rebuild_s:.2f} s",
-                 f"DuckDB {duck_s:.2f} s ({duck_n:,} trials)", rebuild_s / duck_s)]
+        rows = [("aggregate rebuild (all agents, best of 3)",
+                 f"{rebuild_s:.2f} s (first run {runs[0]:.2f} s)",
+                 f"DuckDB best of 3 {duck_s:.2f} s ({duck_n:,} trials)", rebuild_s / duck_s)]
         self._say(_fmt(rows[-1]))
         env = self._env(db, name, opts["cache_url"])
         with tempfile.TemporaryDirectory() as floor:
