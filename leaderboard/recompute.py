@@ -28,7 +28,14 @@ from django.db import connection
 from evaluation.models import BenchmarkVersion, Group
 from leaderboard import stats_arrays
 from leaderboard.models import CategoryEntry, LeaderboardEntry
-from submissions.models import OUTCOME_CODES, Outcome, Submission, Trial, coverage_badge
+from submissions.models import (
+    OUTCOME_CODES,
+    Outcome,
+    Submission,
+    Trial,
+    coverage_badge,
+    is_flagged,
+)
 
 CELLS = "lb_recompute_cells"
 _CENT = Decimal("0.0001")
@@ -424,8 +431,10 @@ def _cell_columns(cursor, subs: list[tuple], a: dict) -> dict:
 
 def _cell_flags(cursor, submission_ids: list[int]
                 ) -> tuple[dict[int, dict[str, list]], dict[int, int]]:
-    """The few cells with a flagged attempt: each present attempt's flags (in attempt order)
-    by task pk, per submission; and each submission's count of flagged trials."""
+    """The few cells with an attempt that has flags: each present attempt's flags (in attempt
+    order) by task pk, per submission; and each submission's count of flagged trials (those
+    with a finding against the claim, ``is_flagged``; a state such as "not replayable" is
+    shown with its attempt but not counted)."""
     cursor.execute(f"SELECT submission_id, benchmark_task_id FROM {CELLS} WHERE flagged > 0")
     pairs = cursor.fetchall()
     if not pairs:
@@ -442,6 +451,6 @@ def _cell_flags(cursor, submission_ids: list[int]
     by_sub: dict[int, dict[str, list]] = defaultdict(dict)
     flagged: dict[int, int] = defaultdict(int)
     for (sub_id, task_id), attempts in sorted(cells.items()):
-        flagged[sub_id] += sum(1 for f in attempts if f)
+        flagged[sub_id] += sum(1 for f in attempts if is_flagged(f))
         by_sub[sub_id][str(task_id)] = attempts
     return by_sub, flagged

@@ -119,6 +119,18 @@ FLAG_REWARD_HACK = "reward_hack"
 # the site (its level stays "claimed"), shown as "awaiting judge" until `manage.py
 # judge_pending` or the next verification re-grades it.
 FLAG_AWAITING_JUDGE = "awaiting_judge"
+# A trial whose trajectory the site could not replay (unknown tools, sub-agents): shown with
+# the trial, but a replay that could not be tried contradicts nothing.
+FLAG_NOT_REPLAYABLE = "not_replayable"
+# Flags that state what the site could not (yet) check. Every other flag (a re-grade or replay
+# mismatch, a reward-hacking rule, an unconfirmed infrastructure error) is a finding against
+# the claim, and only those make a trial "flagged" in the counts (methods page).
+STATE_FLAGS = frozenset({FLAG_NOT_REPLAYABLE, FLAG_AWAITING_JUDGE})
+
+
+def is_flagged(flags) -> bool:
+    """True when the trial's flags include a finding against the claim (not only states)."""
+    return any(f not in STATE_FLAGS for f in (flags or ()))
 
 
 # One letter per outcome for the task matrix.

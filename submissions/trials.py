@@ -20,6 +20,7 @@ from submissions.models import (
     SubmissionStatus,
     Trial,
     VerificationLevel,
+    is_flagged,
     site_outcome,
 )
 from submissions.states import SubmissionError
@@ -163,7 +164,10 @@ def submission_coverage_record(*, submission_id: int, rerun_passed_task_ids: set
         "replayed": levels.get(VerificationLevel.REPLAYED, 0),
         "rerun": levels.get(VerificationLevel.RERUN, 0),
         "passes_uncovered": passes.exclude(verification_level__in=covered).count(),
-        "flagged": trials.exclude(flags=[]).count(),
+        # Findings against the claim only (is_flagged): "not replayable" or "awaiting judge"
+        # say what could not be checked, and are counted on their own.
+        "flagged": sum(is_flagged(f) for f in trials.exclude(flags=[]).values_list(
+            "flags", flat=True)),
         # Not scored by the site: no X-ray judge was configured (never silently dropped).
         "awaiting_judge": sum(FLAG_AWAITING_JUDGE in (f or [])
                               for f in trials.values_list("flags", flat=True)),

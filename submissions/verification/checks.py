@@ -29,6 +29,7 @@ from evaluation.replay import plan_from_trajectory
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
+    FLAG_NOT_REPLAYABLE,
     CheckKind,
     InfraConfirmation,
     CheckStatus,
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 
 FLAG_REGRADE = "regrade_mismatch"
 FLAG_REPLAY = "replay_mismatch"
-FLAG_NOT_REPLAYABLE = "not_replayable"
 VERIFICATION_FLAGS = (FLAG_REGRADE, FLAG_REPLAY, FLAG_NOT_REPLAYABLE)  # + reward_hack:RH<n>
 MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
 REPLAY_LOG_KEPT = 256 * 1024  # of the replay's output, kept for the screen

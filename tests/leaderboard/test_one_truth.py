@@ -11,8 +11,9 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus, Trial
-from submissions.models import coverage_badge
+from submissions.models import coverage_badge, is_flagged
 from submissions.services import (
     submission_coverage_record,
     submission_publish,
@@ -51,6 +52,10 @@ def published(small_benchmark, settings, tmp_path, django_user_model):
     for key, (reward, flag) in CHECKS.items():
         trial_check_record(trial_id=trials[key].pk, flag=flag, on=True, verified_reward=reward)
     trial_check_record(trial_id=trials[4, 1].pk, flag="not_replayable", on=True)
+    # None of the honest agent's trajectories could be replayed: states, not findings.
+    for t in Trial.objects.filter(submission=honest):
+        trial_check_record(trial_id=t.pk, flag="not_replayable", on=True)
+    leaderboard_recompute(benchmark_version=bv)  # the honest agent's row (Mixed is published below)
     # The first mismatched trial has a trajectory, for the viewer.
     default_storage.save("submissions/mixed/tree/job/t1/agent/trajectory.json",
                          ContentFile(json.dumps({"schema_version": "ATIF-v1.7", "steps": []})))
@@ -89,8 +94,11 @@ def test_every_public_view_of_a_trial_shows_the_sites_outcome_and_adds_up(client
                                                                     ["not_replayable"])
     site_successes = sum(o == "passed" for o, _, _ in db.values())
     claimed_successes = sum(c == "passed" for _, c, _ in db.values())
-    flagged = sum(bool(f) for _, _, f in db.values())
-    assert (site_successes, claimed_successes, flagged) == (7, 8, 5)
+    # "Flagged" counts findings against the claim: the not-replayable pass (4, 1) has a flag
+    # that says what could not be checked, shown with the trial but not counted.
+    flagged = sum(is_flagged(f) for _, _, f in db.values())
+    assert sum(bool(f) for _, _, f in db.values()) == 5
+    assert (site_successes, claimed_successes, flagged) == (7, 8, 4)
 
     # /trials.csv and /api/v1/trials/: the same rows; outcome/success are the site's.
     csv_rows = [r for r in _csv(client, "trials") if r["agent"] == "Mixed (M1)"]
@@ -123,11 +131,21 @@ def test_every_public_view_of_a_trial_shows_the_sites_outcome_and_adds_up(client
     assert int(lb_csv["attempts"]) == lb_api["attempts"] == 15
     assert lb_api["claimed_successes"] == claimed_successes
     assert lb_api["flagged_trials"] == int(lb_csv["flagged_trials"]) == flagged
+    # An honest agent whose 15 trials are all "not replayable" is not "15 flagged" anywhere.
+    honest_api = {r["agent"]: r for r in client.get(f"/api/v1/leaderboard/{Q}").json()[
+        "results"]}["Honest (M0)"]
+    honest_csv = {r["agent"]: r for r in _csv(client, "leaderboard")}["Honest (M0)"]
+    assert honest_api["flagged_trials"] == int(honest_csv["flagged_trials"]) == 0
+    honest_row = client.get(f"/{Q}").content.decode().split(">Honest (M0)<", 1)[1].split(
+        "</tr>", 1)[0]
+    assert "flagged" not in honest_row
+    assert all(r["flags"] == "not_replayable" for r in _csv(client, "trials")
+               if r["agent"] == "Honest (M0)")  # the state is still shown with each trial
     # The badge: the same text on the row (CSV, API, page), the agent page and the status page.
     sub.refresh_from_db()
     badge = coverage_badge(sub.coverage)
     assert badge == ("discrepancy: re-graded 15/15, replayed 0/15, re-run 0/15 counted trials; "
-                     "the site's checks contradict the claims (5 trials flagged)")
+                     "the site's checks contradict the claims (4 trials flagged)")
     assert lb_csv["badge"] == lb_api["badge"] == badge
     assert lb_api["verification_level"] == "discrepancy" and lb_api["verified"] is False
     assert (lb_api["regraded_trials"], lb_api["replayed_trials"], lb_api["counted_trials"]) == (
