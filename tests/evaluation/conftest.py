@@ -9,6 +9,7 @@ Works with and without pytest-django (`-p no:django`): Django is set up here whe
 """
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -106,3 +107,52 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"ALLOW_NO_DOCKER=1 skipped {len(opted_out)} docker test(s): {_ENGINE.get('why', '')}"
         )
+
+
+# The verification worker most Docker modules here share (test_verification, test_reliability,
+# test_screen_docker, test_infra_reattempt): one `celery worker` process on the session's queue
+# and one media root, started when the first of them needs it and stopped at the end of the
+# session (before the test database goes), instead of one cold start per module. Each job's
+# checks are fixed when it is enqueued (job_config), so the modules' different
+# VERIFICATION_CHECKS settings need no separate worker. Modules whose worker needs another
+# environment (re-run endpoints, one trial at a time) start their own.
+@pytest.fixture(scope="session")
+def media_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("verification-media")
+
+
+@pytest.fixture(scope="session")
+def worker(django_db_setup, django_db_blocker, media_root, docker_engine):
+    from tests.evaluation import verification_support as vs
+
+    with django_db_blocker.unblock():
+        vs.shared_database_url()  # skips on SQLite
+    vs.redis_client().delete(vs.QUEUE)
+    w = vs.Worker(media_root=media_root, concurrency=1).start()
+    yield w
+    w.stop()
+    vs.redis_client().delete(vs.QUEUE, vs.INPROC_QUEUE)
+
+
+@pytest.fixture
+def on_worker(settings, worker):
+    """The shared worker, with this test publishing verification jobs to its queue."""
+    settings.VERIFICATION_QUEUE = worker.queue
+    return worker
+
+
+@pytest.fixture(scope="session")
+def harbor_ready(docker_engine):
+    """The pinned Harbor CLI (scripts/harbor-venv), the base and task images and the baked
+    mini-swe-agent harness image (scripts/build-images --harness mini-swe-agent), once per
+    session for the Harbor re-run modules. scripts/run-tests makes them before pytest starts and
+    says so with HAB_TEST_IMAGES_READY=1; a run by hand makes them here (both scripts are cached:
+    seconds when nothing changed; the first harness build downloads its wheels)."""
+    if os.environ.get("HAB_TEST_IMAGES_READY") == "1":
+        return True
+    for cmd, timeout in ((["scripts/harbor-venv"], 900),
+                         (["scripts/build-images", "--harness", "mini-swe-agent"], 2400)):
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,  # noqa: S603
+                              check=False)
+        assert done.returncode == 0, f"{cmd}: {done.stdout}{done.stderr}"
+    return True

@@ -21,15 +21,14 @@ gateway are real. Only the model is the test's (tests/evaluation/stub_model.py, 
    against the plain re-grade's.
 
 Needs PostgreSQL, Redis, Docker, the base and task images and the mini-swe-agent harness image
-(the fixture runs `scripts/build-images --harness mini-swe-agent`: cached; the first run
-downloads its wheels from PyPI). Run:
+(the session fixture harbor_ready, tests/evaluation/conftest.py, runs `scripts/build-images
+--harness mini-swe-agent`: cached; the first run downloads its wheels from PyPI). Run:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_proxy \\
         .venv/bin/python -m pytest tests/evaluation/test_harbor_installed_rerun.py -x -q -s
 """
 
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -134,21 +133,10 @@ def _endpoint(stub: StubModel, gateway: str) -> dict:
             "key_secret": "STUB"}
 
 
-@pytest.fixture(scope="module")
-def harness_ready(docker_engine):
-    """The pinned Harbor CLI, the base and task images, and the baked mini-swe-agent."""
-    for cmd, timeout in ((["scripts/harbor-venv"], 900),
-                         (["scripts/build-images", "--harness", HARNESS], 2400)):
-        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,  # noqa: S603
-                              check=False)
-        assert done.returncode == 0, f"{cmd}: {done.stdout}{done.stderr}"
-    return True
-
-
 # ---------------------------------------------------------------------------------------------
 # 1. Egress
 # ---------------------------------------------------------------------------------------------
-def test_mini_swe_agent_reaches_only_the_model_endpoint(settings, harness_ready, tmp_path):
+def test_mini_swe_agent_reaches_only_the_model_endpoint(settings, harbor_ready, tmp_path):
     from evaluation import agents, runner
 
     bridge = _bridge_gateway()
@@ -373,7 +361,7 @@ def media_root(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def rerun_worker(django_db_setup, django_db_blocker, media_root, harness_ready, stub_models):
+def rerun_worker(django_db_setup, django_db_blocker, media_root, harbor_ready, stub_models):
     with django_db_blocker.unblock():
         vs.shared_database_url()  # skips on SQLite
     bridge = _bridge_gateway()

@@ -18,15 +18,15 @@ OpenAI-compatible server (tests/evaluation/stub_model.py) answering from a scrip
    states the test's power for that sample. The re-run's wall time per trial is printed against
    the plain re-grade's.
 
-Needs PostgreSQL, Redis, Docker and the base image with tmux (the fixture runs
-`scripts/build-images`, cached: the worker also needs every task image). Run:
+Needs PostgreSQL, Redis, Docker and the base image with tmux (the session fixture harbor_ready,
+tests/evaluation/conftest.py, runs `scripts/build-images`, cached: the worker also needs every
+task image). Run:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_rerun \\
         .venv/bin/python -m pytest tests/evaluation/test_harbor_rerun.py -x -q
 """
 
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -78,16 +78,6 @@ def _bridge_gateway() -> str:
         subnet = cfg[0].get("Subnet", "172.17.0.0/16").split("/")[0].rsplit(".", 1)[0]
         gateway = f"{subnet}.1"
     return gateway
-
-
-@pytest.fixture(scope="module")
-def harbor_ready(docker_engine):
-    """The pinned Harbor CLI, and the base image with tmux (terminus-2 installs nothing)."""
-    for cmd, timeout in ((["scripts/harbor-venv"], 900), (["scripts/build-images"], 1800)):
-        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,  # noqa: S603
-                              check=False)
-        assert done.returncode == 0, f"{cmd}: {done.stdout}{done.stderr}"
-    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,11 +31,6 @@ BROKEN = "ehr-format-conversion/broken_env"
 
 
 @pytest.fixture(scope="module")
-def media_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("infra-media")
-
-
-@pytest.fixture(scope="module")
 def oracle(tmp_path_factory, docker_engine):
     return vs.oracle_outputs(tmp_path_factory.mktemp("oracle-outputs"), only=[CT])
 
@@ -50,23 +45,6 @@ def _media_and_broker(settings, media_root):
     # Re-grade and the infrastructure re-attempt (not optional); no replay, no re-run sample.
     settings.VERIFICATION_CHECKS = ["regrade"]
     vs.point_celery_at(vs.BROKER_URL)
-
-
-@pytest.fixture(scope="module")
-def worker(django_db_setup, django_db_blocker, media_root, docker_engine):
-    with django_db_blocker.unblock():
-        vs.shared_database_url()  # skips on SQLite
-    vs.redis_client().delete(vs.QUEUE)
-    w = vs.Worker(media_root=media_root, concurrency=1).start()
-    yield w
-    w.stop()
-    vs.redis_client().delete(vs.INPROC_QUEUE)
-
-
-@pytest.fixture
-def on_worker(settings, worker):
-    settings.VERIFICATION_QUEUE = worker.queue
-    return worker
 
 
 @pytest.fixture(scope="module")

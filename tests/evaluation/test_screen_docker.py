@@ -27,11 +27,6 @@ CT = "ct-abnormality-classification/synthetic_01"
 
 
 @pytest.fixture(scope="module")
-def media_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("screen-media")
-
-
-@pytest.fixture(scope="module")
 def oracle(tmp_path_factory, docker_engine):
     return vs.oracle_outputs(tmp_path_factory.mktemp("oracle-outputs"), only=[CT])
 
@@ -44,16 +39,6 @@ def _media_and_broker(settings, media_root):
     settings.XRAY_JUDGE_URL = vs.judge_stub().url
     settings.XRAY_JUDGE_MODEL = vs.JUDGE_MODEL
     vs.point_celery_at(vs.BROKER_URL)
-
-
-@pytest.fixture(scope="module")
-def worker(django_db_setup, django_db_blocker, media_root, docker_engine):
-    with django_db_blocker.unblock():
-        vs.shared_database_url()
-    vs.redis_client().delete(vs.QUEUE)
-    w = vs.Worker(media_root=media_root, concurrency=1).start()
-    yield w
-    w.stop()
 
 
 def _csv(client, name, bv):

@@ -25,25 +25,36 @@ INTAKE_QUEUE = f"intake-test-{vs.SESSION}"
 FINAL = ("queued", "refused")
 
 
+@pytest.fixture(scope="module")
+def intake_worker(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One worker on the intake queue for the module's tests (a cold start each was ~10 s)."""
+    with django_db_blocker.unblock():
+        vs.shared_database_url()  # skips on SQLite's in-memory database
+    root = tmp_path_factory.mktemp("intake-worker")
+    vs.redis_client().delete(INTAKE_QUEUE)
+    worker = vs.Worker(media_root=root / "media", queue=INTAKE_QUEUE, env={
+        "INTAKE_QUEUE": INTAKE_QUEUE, "VERIFICATION_QUEUE": vs.INPROC_QUEUE,
+        "SUBMISSION_STAGING_DIR": str(root / "worker-staging")}).start()
+    worker.root = root
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        vs.redis_client().delete(INTAKE_QUEUE, vs.INPROC_QUEUE)
+
+
 @pytest.fixture
-def intake_site(transactional_db, settings, tmp_path):
-    vs.shared_database_url()  # skips on SQLite's in-memory database
-    media = tmp_path / "media"
-    settings.MEDIA_ROOT = str(media)
+def intake_site(transactional_db, settings, tmp_path, intake_worker):
+    settings.MEDIA_ROOT = str(intake_worker.media_root)
     settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
     settings.INTAKE_QUEUE = INTAKE_QUEUE
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE  # nobody verifies here
     call_command("sync_tasks", verbosity=0)
     broker = settings.CELERY_BROKER_URL
     vs.point_celery_at(vs.BROKER_URL)
-    worker = vs.Worker(media_root=media, queue=INTAKE_QUEUE, env={
-        "INTAKE_QUEUE": INTAKE_QUEUE, "VERIFICATION_QUEUE": vs.INPROC_QUEUE,
-        "SUBMISSION_STAGING_DIR": str(tmp_path / "worker-staging")}).start()
     try:
-        yield worker
+        yield intake_worker
     finally:
-        worker.stop()
-        vs.redis_client().delete(INTAKE_QUEUE, vs.INPROC_QUEUE)
         vs.point_celery_at(broker)
 
 
@@ -104,7 +115,7 @@ def test_the_worker_queues_a_valid_upload_and_refuses_a_broken_one(intake_site, 
     refused = Submission.objects.get(pk=bad["id"])
     assert (refused.archive, refused.trials.count()) == ("", 0)
     assert DailyQuota.objects.get(user=owner).used == 1  # the refused one was given back
-    assert not any((tmp_path / "worker-staging").glob("staging-*"))
+    assert not any((intake_site.root / "worker-staging").glob("staging-*"))
 
 
 def test_an_upload_whose_message_was_lost_is_validated_after_the_reaper_runs(
