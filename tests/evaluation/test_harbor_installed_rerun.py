@@ -231,7 +231,7 @@ def _connect(container, host: str, port: int) -> str:
     return container.exec_run(["python3", "-c", code, host, str(port)]).output.decode().strip()
 
 
-def test_two_trials_of_one_job_cannot_reach_each_other(settings, harness_ready, tmp_path):
+def test_two_trials_of_one_job_cannot_reach_each_other(settings, harbor_ready, tmp_path):
     """Two mini-swe-agent trials of one re-run, in parallel: each task container is on its own
     internal network, whose only other member is its own model gateway; with a listener in
     each, neither trial reaches the other's (each reaches its own: the control). Both trials
