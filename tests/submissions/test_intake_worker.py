@@ -115,7 +115,10 @@ def test_the_worker_queues_a_valid_upload_and_refuses_a_broken_one(intake_site, 
     refused = Submission.objects.get(pk=bad["id"])
     assert (refused.archive, refused.trials.count()) == ("", 0)
     assert DailyQuota.objects.get(user=owner).used == 1  # the refused one was given back
-    assert not any((intake_site.root / "worker-staging").glob("staging-*"))
+    # The worker removes its staging folder when it leaves the task, just after the verdict is
+    # committed (which the poll above may see first): nothing is left behind once it has.
+    vs.wait_for(lambda: not any((intake_site.root / "worker-staging").glob("staging-*")), 60,
+                "the worker to remove its staging folders", worker=intake_site)
 
 
 def test_an_upload_whose_message_was_lost_is_validated_after_the_reaper_runs(
