@@ -159,7 +159,8 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "submissions/status.html", {
         "submission": submission, "private": private,
         "status_json": submission_status_payload(submission, include_private=private),
-        "trials": selectors.trial_list(submission=submission),
+        "trials": (trials := selectors.trial_list(submission=submission)),
+        "cost_computed": any(t.cost_computed for t in trials),
         "reason_form": ReasonForm(), "statuses": SubmissionStatus,
         "verification": verification_progress(submission=submission),
         "screen": selectors.screen_findings(submission=submission),

@@ -217,3 +217,17 @@ def test_every_public_view_of_a_trial_shows_the_sites_outcome_and_adds_up(client
     assert _spans(viewer_html, 'data-testid="trial-outcome"')[0] == (
         "failed", "passed", "regrade_mismatch")
     assert "(claimed passed)" in viewer_html
+
+
+def test_the_status_pages_cost_footnote_appears_only_beside_a_computed_cost(client, small_benchmark):
+    """"* cost computed from tokens" explains an asterisk; a page with no asterisk has no
+    footnote (it used to be printed under every trial table)."""
+    bv, tasks = small_benchmark
+    sub = published_submission(AgentFactory(slug="c"), tasks[:1], ["PF"])
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert 'data-testid="cost-computed-note"' not in page and "$1.00*" not in page
+    Trial.objects.filter(submission=sub, attempt=2).update(cost_computed=True)
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert 'data-testid="cost-computed-note"' in page
+    rows = page.split('data-testid="trials"', 1)[1].split("</table>", 1)[0]
+    assert rows.count("*</td>") == 1
