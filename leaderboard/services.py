@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from decimal import Decimal
 
@@ -40,7 +41,8 @@ def aggregate_version_bump(*, benchmark_version_ids: list[int]) -> None:
 
 @transaction.atomic
 def leaderboard_recompute(
-    *, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None = None
+    *, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None = None,
+    timings: dict[str, float] | None = None,
 ) -> int:
     """Bring the precomputed rows of one benchmark version up to date, in a single transaction.
 
@@ -48,8 +50,11 @@ def leaderboard_recompute(
     task cells are rebuilt from their trials; without, every agent's. Either way ranks and tie
     groups are then recomputed from the stored per-task vectors and the group aggregates from
     the stored entries, by the same code, so both give identical tables. Idempotent; readers see
-    the old rows or the new ones. Returns the number of entries of the version.
+    the old rows or the new ones. Returns the number of entries of the version. ``timings``,
+    when given, receives the seconds of each phase (``bench_scale`` prints them; the commit is
+    not among them).
     """
+    clock = recompute.Clock(timings)
     # Serialise concurrent rebuilds of the same version (a no-op lock on SQLite).
     BenchmarkVersion.objects.select_for_update().filter(pk=benchmark_version.pk).first()
     aggregate_version_bump(benchmark_version_ids=[benchmark_version.pk])
@@ -60,9 +65,12 @@ def leaderboard_recompute(
         entries.delete()
     else:
         entries.filter(agent_id__in=agent_ids).delete()
+    clock.lap("old rows deleted")
     recompute.entries_insert(benchmark_version=benchmark_version, agent_ids=agent_ids,
-                             now=timezone.now())
+                             now=timezone.now(), timings=timings)
+    clock.last = time.perf_counter()
     n = _rank_entries(benchmark_version)
+    clock.lap("ranks and tie groups")
     groups = GroupAggregate.objects.filter(benchmark_version=benchmark_version)
     families = None
     if agent_ids is not None:
@@ -73,6 +81,7 @@ def leaderboard_recompute(
         groups = groups.filter(kind=GroupAggregate.Kind.HARNESS_FAMILY, key__in=families)
     groups.delete()
     _recompute_groups(benchmark_version, families=families)
+    clock.lap("family aggregates")
     return n
 
 

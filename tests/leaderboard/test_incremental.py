@@ -6,6 +6,7 @@ from decimal import Decimal
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from leaderboard import recompute
 from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry
 from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus, Trial
@@ -172,3 +173,38 @@ def test_publish_and_take_down_touch_only_their_family_and_equal_a_full_rebuild(
     incremental = _tables(bv)
     leaderboard_recompute(benchmark_version=bv)
     assert _tables(bv) == incremental
+
+
+def test_packed_cells_equal_the_temporary_table_of_cells(small_benchmark, monkeypatch):
+    """PostgreSQL's one-pass rebuild (each attempt packed in a small integer, read by binary
+    COPY into numpy, no temporary table) writes the same tables as the temporary table of
+    cells it falls back to: flagged cells, a task without trials, infrastructure-only tasks,
+    unknown costs, missing attempts, fractional durations and costs. SQLite always takes the
+    temporary table."""
+    bv, tasks = small_benchmark
+    agents = [AgentFactory(display_name=f"Agent {i}") for i in range(4)]
+    published_submission(agents[0], tasks, ["PPP", "PFP", "", "FFF", "PPF"], duration_s=600.1,
+                         cost=Decimal("0.1234"))
+    published_submission(agents[1], tasks, ["PPI", "III", "PFF", "PPP", ""],
+                         infra_confirmed=False, cost=None, duration_s=33.3)
+    published_submission(agents[2], tasks, ["PFI", "PP", "FFF", "III", "TEP"],
+                         infra_confirmed=False, duration_s=0.7, cost=Decimal("3.0001"))
+    published_submission(agents[3], tasks, ["F", "", "", "", "P"])
+    taken = []
+    packed = recompute._packed_cells
+
+    def spy(*args, **kwargs):
+        result = packed(*args, **kwargs)
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(recompute, "_packed_cells", spy)
+    leaderboard_recompute(benchmark_version=bv)
+    one_pass = _tables(bv)
+    assert taken == ([True] if connection.vendor == "postgresql" else [])
+    monkeypatch.setattr(recompute, "_packed_cells", lambda *args, **kwargs: None)
+    leaderboard_recompute(benchmark_version=bv)
+    assert _tables(bv) == one_pass
+    assert one_pass["entries"][(agents[3].pk,)]["cell_outcomes"] == "F,P"
+    assert one_pass["entries"][(agents[1].pk,)]["flagged_trials"] == 4
+    assert one_pass["entries"][(agents[1].pk,)]["total_cost_usd"] is None
