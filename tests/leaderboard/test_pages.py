@@ -177,8 +177,14 @@ def test_harness_effect_pages_by_model_with_search_in_the_url(client, demo_bv, s
     assert set(re.findall(r'<tr><th scope="row">([^<]+)</th>', table)) == {distinct[1]}
     found = client.get("/harness-effect/?q=" + distinct[-1].split()[0]).content.decode()
     assert "matching" in found and distinct[-1] in found
-    # The CSV still covers every agent.
+    # The CSV still covers every agent, and the page links it (with the families' CSV).
     assert b"".join(client.get("/leaderboard.csv?page=2").streaming_content).count(b"\n") == 11
+    links = re.findall(r'<a class="download" href="([^"]+)"',
+                       second.split('data-testid="harness-csv">')[1].split("</p>")[0])
+    assert links == ["/leaderboard.csv?page=2", "/harness-families.csv?page=2"]
+    rows = b"".join(client.get(links[0]).streaming_content).decode()
+    assert all(m in rows for m in distinct)
+    assert client.get(links[1]).status_code == 200
 
 
 def test_changelog_lists_versions_and_each_publish_and_withdrawal(client, small_benchmark):
