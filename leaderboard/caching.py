@@ -159,16 +159,10 @@ def cached_response(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
             return view(request, *args, **kwargs)  # the view answers 404
         request.benchmark_version = bv  # the view's own lookup reuses it (no second query)
         key = cache_key(bv, request)
-        signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
-        who = f"u{request.user.pk}" if signed_in else "anon"
-        etag = etag_for(key, who)
+        signed_in, etag = _viewer_etag(request, key)
         _number, modified = version_state(bv)
-        probe = _validators(HttpResponse(), etag, modified)
-        conditional = get_conditional_response(request, etag=etag,
-                                               last_modified=int(modified.timestamp()),
-                                               response=probe)
-        if conditional is not probe:
-            return conditional
+        if (not_modified := _not_modified(request, etag, modified)) is not None:
+            return not_modified
         # Remembered for the middleware's next hits (after the version was read, as late as
         # possible: the remembered state's age counts from here).
         state_remember(slug, bv, generation)
@@ -188,18 +182,29 @@ def cached_site_response(view: Callable[..., HttpResponse]) -> Callable[..., Htt
         state, modified = selectors.site_data_state()
         digest = hashlib.sha256(repr((state, request.path, canonical_query(request))).encode())
         key = f"lb:site:{digest.hexdigest()[:40]}"
-        signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
-        etag = etag_for(key, f"u{request.user.pk}" if signed_in else "anon")
-        probe = _validators(HttpResponse(), etag, modified)
-        conditional = get_conditional_response(request, etag=etag,
-                                               last_modified=int(modified.timestamp()),
-                                               response=probe)
-        if conditional is not probe:
-            return conditional
+        signed_in, etag = _viewer_etag(request, key)
+        if (not_modified := _not_modified(request, etag, modified)) is not None:
+            return not_modified
         return _serve(view, request, args, kwargs, key=key, etag=etag, modified=modified,
                       signed_in=signed_in)
 
     return wrapper
+
+
+def _viewer_etag(request: HttpRequest, key: str) -> tuple[bool, str]:
+    """Whether the visitor is signed in, and the ETag of ``key`` as they see it (a signed-in
+    visitor's copy carries their own navigation)."""
+    signed_in = bool(getattr(request, "user", None) and request.user.is_authenticated)
+    return signed_in, etag_for(key, f"u{request.user.pk}" if signed_in else "anon")
+
+
+def _not_modified(request: HttpRequest, etag: str, modified) -> HttpResponse | None:
+    """The 304 (or 412) a conditional request gets for (``etag``, ``modified``), else None."""
+    probe = _validators(HttpResponse(), etag, modified)
+    conditional = get_conditional_response(request, etag=etag,
+                                           last_modified=int(modified.timestamp()),
+                                           response=probe)
+    return None if conditional is probe else conditional
 
 
 def _serve(view, request: HttpRequest, args, kwargs, *, key: str, etag: str,

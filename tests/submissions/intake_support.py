@@ -6,7 +6,21 @@ The real worker on the `intake` queue is exercised in tests/submissions/test_int
 
 from __future__ import annotations
 
+import io
+import tarfile
+from pathlib import Path
+
 from django.test import Client
+
+
+def targz(root: Path) -> bytes:
+    """``root``'s files as a .tar.gz upload, sorted, names relative to ``root``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+    return buf.getvalue()
 
 
 def submission_id(response) -> int:

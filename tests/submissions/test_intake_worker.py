@@ -5,7 +5,6 @@ is published again by the intake reaper; a claim whose worker died is taken over
 PostgreSQL (the worker shares the test database) and Redis."""
 
 import io
-import tarfile
 import time
 import uuid
 from datetime import timedelta
@@ -20,6 +19,7 @@ from submissions.models import DailyQuota, Submission, SubmissionStatus
 from submissions.services import token_issue
 from tests.evaluation import verification_support as vs
 from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+from tests.submissions.intake_support import targz
 
 INTAKE_QUEUE = f"intake-test-{vs.SESSION}"
 FINAL = ("queued", "refused")
@@ -56,15 +56,6 @@ def intake_site(transactional_db, settings, tmp_path, intake_worker):
         yield intake_worker
     finally:
         vs.point_celery_at(broker)
-
-
-def _targz(root) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for path in sorted(root.rglob("*")):
-            if path.is_file():
-                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
-    return buf.getvalue()
 
 
 def _upload(token: str, archive: bytes) -> dict:
@@ -104,8 +95,8 @@ def test_the_worker_queues_a_valid_upload_and_refuses_a_broken_one(intake_site, 
     build_job_dir(tmp_path / "good", tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
     build_job_dir(tmp_path / "bad", dict(list(tasks.items())[:3]), attempts=3, agent="codex",
                   model="openai/gpt-5.5")
-    good = _upload(token, _targz(tmp_path / "good"))
-    bad = _upload(token, _targz(tmp_path / "bad"))
+    good = _upload(token, targz(tmp_path / "good"))
+    bad = _upload(token, targz(tmp_path / "bad"))
     doc = _follow(token, good["id"], intake_site)
     assert doc["status"] == "queued" and doc["progress"]["total"] == 21, doc
     assert doc["benchmark"] == bv.slug and doc["verification"]["job"]
@@ -134,7 +125,7 @@ def test_an_upload_whose_message_was_lost_is_validated_after_the_reaper_runs(
     token = token_issue(user=owner)[1]
     vs.point_celery_at(vs.DEAD_BROKER_URL)
     try:
-        body = _upload(token, _targz(tmp_path / "run"))
+        body = _upload(token, targz(tmp_path / "run"))
     finally:
         vs.point_celery_at(vs.BROKER_URL)
     sub = Submission.objects.get(pk=body["id"])
@@ -158,7 +149,7 @@ def test_a_claim_whose_worker_died_is_taken_over(intake_site, owner, tmp_path, s
     token = token_issue(user=owner)[1]
     vs.point_celery_at(vs.DEAD_BROKER_URL)  # the worker must not take it before the "crash"
     try:
-        body = _upload(token, _targz(tmp_path / "run"))
+        body = _upload(token, targz(tmp_path / "run"))
     finally:
         vs.point_celery_at(vs.BROKER_URL)
     stale = timezone.now() - timedelta(seconds=settings.INTAKE_STALE_AFTER_S + 60)

@@ -18,7 +18,7 @@ from django.test import Client
 from submissions.models import DailyQuota, Submission, SubmissionStatus, Trial
 from submissions.services import InvalidTransition, submission_publish, token_issue
 from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
-from tests.submissions.intake_support import problem_codes, submission_id, validated
+from tests.submissions.intake_support import problem_codes, submission_id, targz, validated
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,21 +41,12 @@ def token(owner):
     return token_issue(user=owner)[1]
 
 
-def _targz(root: Path) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for path in sorted(root.rglob("*")):
-            if path.is_file():
-                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
-    return buf.getvalue()
-
-
 def _job_archive(tmp_path: Path, tasks: dict, **kwargs) -> bytes:
     root = tmp_path / "upload"
     kwargs.setdefault("agent", "codex")
     kwargs.setdefault("model", MODEL)
     build_job_dir(root, tasks, attempts=3, **kwargs)
-    return _targz(root)
+    return targz(root)
 
 
 def _post(token, archive: bytes, meta=None, key=None, name="run.tar.gz"):
@@ -253,7 +244,7 @@ def test_secrets_in_trajectories_are_redacted_and_reported(
     secret = "sk-proj-" + "A1b2C3d4" * 6
     doc["steps"][0]["message"] = f"export OPENAI_API_KEY={secret}"
     trajectory.write_text(json.dumps(doc))
-    response = _post(token, _targz(root), build_metadata())
+    response = _post(token, targz(root), build_metadata())
     validated(response, token=token, capture=django_capture_on_commit_callbacks)
     sub = Submission.objects.get(pk=response.json()["id"])
     assert sub.secret_findings and sub.secret_findings[0]["kind"]
@@ -283,7 +274,7 @@ def test_injected_instructions_and_fake_result_files_have_no_effect(
     (trial / "agent" / "trajectory.json").write_text(json.dumps(doc))
     for name in ("results.json", "scores.json"):
         (trial / name).write_text('{"reward": 1.0, "passed": true}')
-    response = _post(token, _targz(root), build_metadata())
+    response = _post(token, targz(root), build_metadata())
     validated(response, token=token, capture=django_capture_on_commit_callbacks)
     row = Trial.objects.get(submission_id=response.json()["id"], benchmark_task__name=first,
                             attempt=1)
@@ -301,7 +292,7 @@ def test_archive_job_and_metadata_problems_come_in_one_verdict(
     stray = tmp_path / "stray"
     stray.mkdir()
     (stray / "notes.txt").write_text("not a job")
-    doc = verdict(_post(token, _targz(stray)))
+    doc = verdict(_post(token, targz(stray)))
     assert doc["status"] == "refused"
     assert {"missing_metadata", "no_job_directories"} <= problem_codes(doc), doc
 
@@ -339,7 +330,7 @@ def test_the_form_redirects_to_the_live_status_page_which_lists_every_problem(
     (stray / "notes.txt").write_text("not a job")
     client = Client()
     client.force_login(owner)
-    response = client.post("/submit/", {"archive": _named(_targz(stray), "run.tar.gz")})
+    response = client.post("/submit/", {"archive": _named(targz(stray), "run.tar.gz")})
     pk = submission_id(response)
     assert response["Location"] == f"/submissions/{pk}/"
     page = client.get(response["Location"]).content.decode()
