@@ -155,6 +155,7 @@ def submission_coverage_record(*, submission_id: int, rerun_passed_task_ids: set
     levels = dict(Counter(counted.values_list("verification_level", flat=True)))
     covered = (VerificationLevel.REPLAYED, VerificationLevel.RERUN)
     passes = counted.filter(success=True)
+    with_flags = [f for f in trials.exclude(flags=[]).values_list("flags", flat=True) if f]
     coverage = {
         "counted": sum(levels.values()),
         "passes": passes.count(),
@@ -166,11 +167,9 @@ def submission_coverage_record(*, submission_id: int, rerun_passed_task_ids: set
         "passes_uncovered": passes.exclude(verification_level__in=covered).count(),
         # Findings against the claim only (is_flagged): "not replayable" or "awaiting judge"
         # say what could not be checked, and are counted on their own.
-        "flagged": sum(is_flagged(f) for f in trials.exclude(flags=[]).values_list(
-            "flags", flat=True)),
+        "flagged": sum(is_flagged(f) for f in with_flags),
         # Not scored by the site: no X-ray judge was configured (never silently dropped).
-        "awaiting_judge": sum(FLAG_AWAITING_JUDGE in (f or [])
-                              for f in trials.values_list("flags", flat=True)),
+        "awaiting_judge": sum(FLAG_AWAITING_JUDGE in f for f in with_flags),
     }
     complete = coverage["regraded"] == coverage["counted"] and not coverage["passes_uncovered"]
     coverage["verdict"] = str(SubmissionStatus.DISCREPANCY if discrepancy
