@@ -138,7 +138,8 @@ def verification_summary(job: VerificationJob) -> dict:
     verdict = SubmissionStatus.DISCREPANCY if discrepancy else SubmissionStatus.VERIFIED
     regraded = count(CheckKind.REGRADE)
     replayed = count(CheckKind.REPLAY)
-    parts = [f"{regraded - len(regrade_mismatch)}/{regraded} re-grades match"]
+    # Only a re-grade that ran and agreed matches: one awaiting the judge (or skipped) does not.
+    parts = [f"{count(CheckKind.REGRADE, CheckStatus.MATCH)}/{regraded} re-grades match"]
     if replayed:
         parts.append(f"{count(CheckKind.REPLAY, CheckStatus.MATCH)}/{replayed} replays reproduce"
                      + (f" ({len(not_replayable)} not replayable)" if not_replayable else ""))
