@@ -384,9 +384,11 @@ def judge_pending_requeue(*, actor=None) -> dict:
         raise SubmissionError("no X-ray judge is configured: set XRAY_JUDGE_URL (and "
                               "XRAY_JUDGE_MODEL, XRAY_JUDGE_API_KEY) first")
     waiting: dict[int, int] = {}
-    for sub_id, flags in Trial.objects.filter(
-            flags__contains=[FLAG_AWAITING_JUDGE]).values_list("submission_id", "flags"):
-        waiting[sub_id] = waiting.get(sub_id, 0) + 1
+    # Only trials with flags are read; the membership test runs here because SQLite (make run)
+    # has no JSON containment lookup.
+    for sub_id, flags in Trial.objects.exclude(flags=[]).values_list("submission_id", "flags"):
+        if FLAG_AWAITING_JUDGE in (flags or []):
+            waiting[sub_id] = waiting.get(sub_id, 0) + 1
     requeued, left = [], {}
     for submission in Submission.objects.filter(pk__in=waiting).order_by("pk"):
         n = waiting[submission.pk]

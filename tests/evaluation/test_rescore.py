@@ -120,8 +120,9 @@ def _snapshot(job_id, entry_filter, trial_id):
     from submissions.models import Trial, TrialCheck, VerificationJob
 
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if connection.vendor == "postgresql":  # SQLite's transactions read one snapshot
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         job = VerificationJob.objects.get(pk=job_id)
         entries = list(LeaderboardEntry.objects.filter(**entry_filter))
         trial = Trial.objects.get(pk=trial_id)
