@@ -1,5 +1,8 @@
 import pytest
+from django.core.cache import cache
 from django.core.management import call_command
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from evaluation.models import Group
 from tests.factories import (
@@ -37,6 +40,24 @@ def two_agents(small_benchmark):
     published_submission(a, tasks, ["PPP", "FFF", "PPF", "FTE", "PPP"])
     published_submission(b, tasks, ["PPI", "FFF", "FFF", "FFF", "FFF"])
     return bv, tasks, a, b
+
+
+@receiver(setting_changed)
+def _forget_pages_rendered_under_other_settings(*, setting, **kwargs):
+    """Cached pages are keyed by the data's version, not by the settings that shaped them: a
+    test that changes a LEADERBOARD_ setting must not be served a page an earlier test rendered
+    with the old one."""
+    if setting.startswith("LEADERBOARD_"):
+        cache.clear()
+
+
+def pytest_collection_modifyitems(items):
+    """A test that reads the module's demo data needs the test database even when it asks for
+    no `db` fixture itself: pytest-django creates only the databases the selected tests declare,
+    so `pytest tests/leaderboard/test_pages.py -k harness` alone found no tables on SQLite."""
+    for item in items:
+        if "demo_bv" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("django_db"):
+            item.add_marker(pytest.mark.django_db)
 
 
 @pytest.fixture(scope="module")
