@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from leaderboard import selectors
+from leaderboard import caching, selectors
 from leaderboard.caching import cache_key
 from leaderboard.models import AggregateVersion
 from leaderboard.services import leaderboard_recompute
@@ -258,3 +258,31 @@ def test_a_cold_page_another_request_is_rendering_is_waited_for_not_rendered(cli
     assert 0.25 < time.monotonic() - started < 5
     assert not any("leaderboard_leaderboardentry" in q["sql"] for q in ctx.captured_queries)
     assert rendered.content != waited.content
+
+
+def test_a_new_release_is_not_served_the_previous_releases_pages(client, ranked, monkeypatch):
+    """A deploy that changes a template (or a LEADERBOARD_ setting) must not keep serving, from a
+    shared cache, the page the previous release rendered, nor answer 304 to its ETag."""
+    bv, _ = ranked
+    url = f"/?benchmark={bv.slug}"
+    before = client.get(url)
+    assert client.get(url, HTTP_IF_NONE_MATCH=before["ETag"]).status_code == 304
+    monkeypatch.setattr(caching, "release", lambda: "next-release")
+    after = client.get(url)
+    assert after.status_code == 200 and after["ETag"] != before["ETag"]
+    assert client.get(url, HTTP_IF_NONE_MATCH=before["ETag"]).status_code == 200
+
+
+def test_the_release_digest_follows_code_templates_and_settings(tmp_path):
+    for top in caching._RELEASE_DIRS:
+        (tmp_path / top).mkdir()
+    page = tmp_path / "templates" / "page.html"
+    page.write_text("<p>{{ rate }}</p>")
+    (tmp_path / "leaderboard" / "data.csv").write_text("not rendering code")
+    first = caching.release_digest(tmp_path, {"LEADERBOARD_PAGE_SIZE": 100})
+    assert caching.release_digest(tmp_path, {"LEADERBOARD_PAGE_SIZE": 100}) == first
+    assert caching.release_digest(tmp_path, {"LEADERBOARD_PAGE_SIZE": 50}) != first
+    (tmp_path / "leaderboard" / "data.csv").write_text("changed, still not rendering code")
+    assert caching.release_digest(tmp_path, {"LEADERBOARD_PAGE_SIZE": 100}) == first
+    page.write_text("<p>{{ rate|floatformat:1 }}</p>")
+    assert caching.release_digest(tmp_path, {"LEADERBOARD_PAGE_SIZE": 100}) != first
