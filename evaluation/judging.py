@@ -26,6 +26,7 @@ from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT, ChatJudge, e
 from evaluation.graders.judge import VOTES, parse_verdict
 from evaluation.models import JudgeCacheEntry
 from evaluation.runner.judge_gateway import cache_key
+from evaluation.synthetic_judge import is_synthetic
 
 # Cached entries given to one verifier's gateway (the most recent first).
 MAX_PRELOAD = 5000
@@ -42,6 +43,16 @@ def task_needs_judge(task_dir: Path) -> bool:
 
 def judge_configured() -> bool:
     return bool((settings.XRAY_JUDGE_URL or "").strip())
+
+
+def synthetic_judge_env() -> dict[str, str] | None:
+    """The judge variables for a Harbor run beside this site when its judge is the synthetic
+    judge of `make run` (evaluation/synthetic_judge.py); None for any other judge, whose URL
+    and key are the operator's and never shown."""
+    if not judge_configured() or not is_synthetic(settings.XRAY_JUDGE_MODEL):
+        return None
+    return {"XRAY_JUDGE_URL": settings.XRAY_JUDGE_URL.strip(),
+            "XRAY_JUDGE_MODEL": settings.XRAY_JUDGE_MODEL.strip()}
 
 
 def judge_identity() -> dict:

@@ -30,7 +30,8 @@ Design
 * `reap_stale()` removes labelled containers, volumes and networks left behind by dead workers.
 
 Modules (import the package, `from evaluation import runner`, and use the names below):
-  engine     the lazily created client, engine errors (InfrastructureError), engine_status, labels
+  engine     the lazily created client, engine errors (InfrastructureError), engine_status, labels,
+             host_address (the host's address on a Docker network)
   limits     Limits from task.toml, the phase's user, declared outputs
   images     the base image check, task images built locally and cached by digest
   transfer   tars into containers, capped spooling and vetted extraction out of them
@@ -71,6 +72,7 @@ from evaluation.runner.engine import (
     UnsafeArchiveError,
     client,
     engine_status,
+    host_address,
     reset_client,
 )
 from evaluation.runner.harbor import (
@@ -160,7 +162,7 @@ __all__ = [
     "JudgeGateway", "ca_bundle", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
     "bare_docker_run", "build_task_image", "engine_control_run", "client", "declared_outputs", "discover_tasks",
     "base_image_digest", "base_image_files", "base_image_tag",
-    "engine_status", "ensure_base_image", "image_build", "image_exists", "image_size",
+    "engine_status", "ensure_base_image", "host_address", "image_build", "image_exists", "image_size",
     "prune_task_images",
     "load_task_toml", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",
     "run_verifier", "safe_extract", "tar_from_dir", "tar_from_files", "task_image_repo",

@@ -6,6 +6,7 @@ labels (the reaper finds leftovers by them).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import threading
@@ -125,6 +126,22 @@ def reset_client() -> None:
             except Exception:  # noqa: BLE001, S110 - closing a dead client must not fail
                 pass
         _client = None
+
+
+def host_address(network: str = "bridge") -> str:
+    """The host's address on a Docker network: where a container on it (or on any other
+    network of the engine's host) reaches a server the host serves on that address."""
+    docker = _docker()
+    try:
+        ipam = client().networks.get(network).attrs.get("IPAM") or {}
+    except docker.errors.DockerException as exc:
+        raise InfrastructureError(f"Docker network {network!r}: {exc}") from exc
+    configs = [c for c in ipam.get("Config") or [] if c.get("Subnet") and ":" not in c["Subnet"]]
+    if not configs:
+        raise InfrastructureError(f"Docker network {network!r} has no IPv4 subnet")
+    # The default bridge lists no gateway: the engine gives the host the subnet's first address.
+    return configs[0].get("Gateway") or str(
+        next(ipaddress.ip_network(configs[0]["Subnet"]).hosts()))
 
 
 def _parse_version(text: str) -> tuple[int, ...]:

@@ -4,6 +4,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
+from evaluation.synthetic_judge import is_synthetic
 from leaderboard.formatting import format_pct
 
 register = template.Library()
@@ -28,6 +29,12 @@ def minutes(seconds) -> str:
 @register.filter
 def ktokens(value) -> str:
     return "–" if value is None else f"{float(value) / 1000:.1f}k"
+
+
+@register.filter
+def synthetic_judge(model) -> bool:
+    """The recorded judge model is `make run`'s synthetic judge (a rule, not an LLM)."""
+    return is_synthetic(model)
 
 
 @register.filter

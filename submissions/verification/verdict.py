@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from scipy.stats import binom, fisher_exact
 
+from evaluation.synthetic_judge import is_synthetic
 from submissions.models import (
     CheckKind,
     CheckStatus,
@@ -163,6 +164,8 @@ def verification_summary(job: VerificationJob) -> dict:
     judge = judge_summary(checks)
     if judge["awaiting_trials"]:
         parts.append(f"{len(judge['awaiting_trials'])} awaiting the X-ray judge (not scored)")
+    if judge["synthetic"]:
+        parts.append("X-ray graded by the synthetic judge (a rule, not an LLM)")
     return {
         "verdict": str(verdict),
         "headline": f"{verdict}: " + "; ".join(parts),
@@ -188,12 +191,15 @@ def judge_summary(checks) -> dict:
                if isinstance((c["detail"] or {}).get("judge"), dict)]
     requests = sum(r.get("requests", 0) for r in records)
     hits = sum(r.get("cache_hits", 0) for r in records)
+    judges = set(checks.exclude(judge_model="").values_list("judge_model",
+                                                             "judge_prompt_version"))
     return {
         "awaiting_trials": sorted(checks.filter(kind=CheckKind.REGRADE,
                                                 status=CheckStatus.AWAITING_JUDGE)
                                   .values_list("trial_id", flat=True)),
-        "judges": sorted({f"{m} (prompt {v})" for m, v in checks.exclude(judge_model="")
-                          .values_list("judge_model", "judge_prompt_version")}),
+        "judges": sorted({f"{m} (prompt {v})" for m, v in judges}),
+        # make run's synthetic judge (evaluation/synthetic_judge.py) gave some of them.
+        "synthetic": any(is_synthetic(m) for m, _ in judges),
         "requests": requests,
         "cache_hits": hits,
         "cache_hit_ratio": hits / requests if requests else None,

@@ -4,7 +4,9 @@ A site with nothing but what `make run` registers (sync_tasks) and a maintainer 
 logged-out visitor opens "Submit" from the navigation and copies the page's `harbor run`
 loop; the test runs it with the REAL Harbor CLI (.venv-harbor) and Harbor's oracle agent over
 every category of healthagentbench-synthetic@1.0 (7 tasks x 1 attempt, the X-ray verifier
-asking the test session's stub judge), archives the job directories with the page's `tar` command,
+asking the judge the page's first line exports: the project's synthetic judge, served by
+`manage.py serve_synthetic_judge` as `make run` serves it, not the tests' stand-in, and the
+worker's judge too), archives the job directories with the page's `tar` command,
 signs up, creates an API token on the account page, uploads the archive through the form, and
 follows the live status page until the verdict given by a REAL Celery worker verifying in
 Docker. The token reads the same status from the API. A maintainer signs in, opens the
@@ -24,6 +26,7 @@ Debian's chromium.
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -58,8 +61,9 @@ METADATA = {
 
 @pytest.fixture
 def fresh_site(live_server, settings, tmp_path, docker_engine):
-    """What `make run` serves (the task sources registered), one maintainer, and a real worker
-    on the evaluation queue sharing the test database and the media folder."""
+    """What `make run` serves (the task sources registered, the synthetic judge started by its
+    own command and the site pointed at it as scripts/run-dev does), one maintainer, and a real
+    worker on the evaluation queue sharing the test database and the media folder."""
     from django.contrib.auth import get_user_model
 
     from config.celery import app
@@ -77,8 +81,15 @@ def fresh_site(live_server, settings, tmp_path, docker_engine):
         attempts_per_task=ATTEMPTS) == 1
     get_user_model().objects.create_user("maint", "m@example.org", "pw-maint-123!",
                                          is_staff=True)
-    worker = vs.Worker(media_root=media, queue=f"{vs.QUEUE}-journey",
-                       env={"VERIFICATION_RERUN_TASKS": "1"}).start()
+    judge_env, judge = _serve_synthetic_judge(tmp_path)
+    settings.XRAY_JUDGE_URL = judge_env["XRAY_JUDGE_URL"]
+    settings.XRAY_JUDGE_MODEL = judge_env["XRAY_JUDGE_MODEL"]
+    try:
+        worker = vs.Worker(media_root=media, queue=f"{vs.QUEUE}-journey",
+                           env={"VERIFICATION_RERUN_TASKS": "1", **judge_env}).start()
+    except BaseException:
+        judge.terminate()
+        raise
     settings.VERIFICATION_QUEUE = worker.queue
     settings.INTAKE_QUEUE = worker.queue  # the same worker validates the upload first
     broker = app.conf.broker_url
@@ -87,24 +98,44 @@ def fresh_site(live_server, settings, tmp_path, docker_engine):
         yield live_server.url, worker
     finally:
         worker.stop()
+        judge.terminate()
+        judge.wait(timeout=30)
         vs.redis_client().delete(worker.queue)
         vs.point_celery_at(broker)
 
 
-def _run_page_loop(command: str, work, judge_url: str):
+def _serve_synthetic_judge(tmp_path):
+    """`manage.py serve_synthetic_judge --env-file`, as scripts/run-dev starts it (DEBUG, no
+    judge configured): the variables it writes, and its process."""
+    env_file = tmp_path / "synthetic-judge.env"
+    env = {**os.environ, "DEBUG": "1", "XRAY_JUDGE_URL": "", "PYTHONUNBUFFERED": "1"}
+    env.pop("DATABASE_URL", None)
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve_synthetic_judge",  # noqa: S603
+                             "--env-file", str(env_file)], cwd=vs.REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline()
+    if not env_file.exists():
+        proc.terminate()
+        raise AssertionError(f"the synthetic judge did not start: {line}{proc.stdout.read()}")
+    return dict(v.split("=", 1) for v in env_file.read_text().splitlines()), proc
+
+
+def _run_page_loop(command: str, work):
     """The Submit page's loop with Harbor's oracle as the agent, its jobs side by side."""
     assert "-a <your agent> -m <provider/model>" in command, command
     assert command.rstrip().endswith("-y\ndone"), command
     script = (command.replace("-a <your agent> -m <provider/model>", "-a oracle")
               .rstrip()[: -len("done")].rstrip()[: -len("-y")] + "-y -q &\ndone\nwait\n")
     (work / "tasks").symlink_to(vs.REPO / "tasks")  # the page's paths are the repository's
-    env = {**harbor_environment(), "XRAY_JUDGE_URL": judge_url}
+    # The judge is the page's first line's (nothing of the test's own environment).
+    env = {k: v for k, v in harbor_environment().items() if not k.startswith("XRAY_JUDGE")}
     run = run_all({"submit-page-loop": (["bash", "-euc", script], work / "jobs")},
                   cwd=work, env=env, timeout_s=HARBOR_TIMEOUT_S)["submit-page-loop"]
     assert run.returncode == 0, run.output[-6000:]
     jobs = sorted(p for p in (work / "jobs").iterdir() if p.is_dir())
+    loop = command[command.index("for dir in"):]
     assert [j.name for j in jobs] == sorted(c.split("/")[-1] for c in
-                                            command.split("; do")[0].split()[3:]), run.output
+                                            loop.split("; do")[0].split()[3:]), run.output
     rewards = {}
     for job in jobs:
         job_run = HarborRun(name=job.name, cmd=run.cmd, returncode=0, output="",
@@ -131,9 +162,12 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
         page.wait_for_url("**/submit/")
         command = page.locator('[data-testid="harbor-command"]').inner_text()
 
+        # Under make run the loop's first line exports the site's synthetic judge.
+        judge_url = worker.extra_env["XRAY_JUDGE_URL"]
+        assert command.splitlines()[0] == (f"export XRAY_JUDGE_URL={judge_url} "
+                                           "XRAY_JUDGE_MODEL=hab-synthetic-judge"), command
         t0 = time.monotonic()
-        # The X-ray verifier asks the test session's stub judge (the worker's judge too).
-        _run_page_loop(command, work, vs.judge_stub().url)
+        _run_page_loop(command, work)
         timings["harbor"] = time.monotonic() - t0
         tar = page.locator("pre", has_text="tar czf run.tar.gz").inner_text().splitlines()[0]
         assert tar == "tar czf run.tar.gz -C jobs ."
@@ -177,6 +211,12 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
         timings["verification"] = time.monotonic() - t0
         verdict = page.locator('[data-field="status"]').inner_text()
         assert verdict in ("verified", "checked"), (verdict, worker.tail())
+        # The X-ray grade is labelled as the synthetic judge's, in the verdict and on the trial.
+        page.reload()
+        assert "X-ray graded by the synthetic judge (a rule, not an LLM)" in page.locator(
+            '[data-testid="verification"]').inner_text()
+        assert page.locator('[data-testid="trials"] [data-testid="synthetic-judge"]').count() \
+            == ATTEMPTS
         done = f"{7 * ATTEMPTS}/{7 * ATTEMPTS}"
         assert page.locator('[data-field="progress"]').inner_text() == done
         # The token reads the same status from the API.

@@ -1,4 +1,5 @@
-"""The X-ray LLM judge against the test stub server (tests/evaluation/judge_standin.py).
+"""The X-ray LLM judge against the test stub server (tests/evaluation/judge_standin.py) and
+`make run`'s synthetic judge.
 
 Run: .venv/bin/python -m pytest tests/evaluation -q -p no:django
 """
@@ -175,16 +176,22 @@ def test_malformed_answer_is_an_input_error_before_calling_the_judge(tmp_path):
     assert standin.requests == []
 
 
-def test_standin_runs_as_a_script_with_the_rule(files, tmp_path):
+def test_make_runs_synthetic_judge_answers_the_graders_command_line(files, tmp_path):
+    """`manage.py serve_synthetic_judge` (what `make run` serves; tests/evaluation/
+    test_synthetic_judge.py tests its rule) as the judge of the grader's command line."""
+    env_file = tmp_path / "judge.env"
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "evaluation" / "judge_standin.py"), "--port", "0", "--rule", "injected-errors"],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "manage.py", "serve_synthetic_judge", "--host", "127.0.0.1", "--port",
+         "0", "--env-file", str(env_file)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "DEBUG": "1", "XRAY_JUDGE_URL": "", "PYTHONUNBUFFERED": "1"},
     )
     try:
         line = proc.stdout.readline().strip()
-        assert line.startswith("listening on http://127.0.0.1:")
+        assert line.startswith("synthetic judge (rule injected-errors, model hab-synthetic-judge")
         url = line.split()[-1]
+        assert url.startswith("http://127.0.0.1:")
+        assert env_file.read_text() == f"XRAY_JUDGE_URL={url}\nXRAY_JUDGE_MODEL=hab-synthetic-judge\n"
         answer, submission = files(REFERENCE)
         env = {**os.environ, "PYTHONPATH": str(REPO), "HAB_KEY": "sk-x"}
         reward = tmp_path / "reward.json"

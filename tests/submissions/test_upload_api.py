@@ -366,6 +366,34 @@ def test_the_public_submit_page_walks_through_the_whole_path(synthetic, client, 
     assert 'data-testid="upload-form"' in client.get("/submit/").content.decode()
 
 
+def _harbor_command(client):
+    import html
+
+    page = client.get("/submit/").content.decode()
+    return html.unescape(page.split('data-testid="harbor-command">')[1].split("</pre>")[0]), page
+
+
+def test_under_make_run_the_submit_pages_loop_exports_the_synthetic_judge(synthetic, client,
+                                                                          settings):
+    """What scripts/run-dev gives the site (the synthetic judge's variables, DEBUG on): the
+    loop's first line sets them for the X-ray verifier, exactly as the site's judge has them;
+    any other judge's URL is the operator's and never shown."""
+    settings.DEBUG = True
+    settings.XRAY_JUDGE_URL = "http://172.17.0.1:8765"
+    settings.XRAY_JUDGE_MODEL = "hab-synthetic-judge"
+    command, page = _harbor_command(client)
+    first, loop = command.split("\n", 1)
+    assert first == ("export XRAY_JUDGE_URL=http://172.17.0.1:8765 "
+                     "XRAY_JUDGE_MODEL=hab-synthetic-judge")
+    assert loop.startswith("for dir in tasks/")
+    assert 'data-testid="synthetic-judge-note"' in page and "#synthetic-judge" in page
+    settings.XRAY_JUDGE_URL, settings.XRAY_JUDGE_MODEL = "https://llm.example.org/v1", "gpt-5.4"
+    command, page = _harbor_command(client)
+    assert command.startswith("for dir in tasks/") and "llm.example.org" not in page
+    settings.XRAY_JUDGE_URL = ""
+    assert _harbor_command(client)[0].startswith("for dir in tasks/")
+
+
 def test_upload_input_is_validated_by_the_serializer(db, token, owner):
     """No archive, an oversized metadata file and a non-UTF-8 one are refused with problems that
     name the field, before anything is stored and without taking quota."""
