@@ -20,7 +20,7 @@ from django.db import connection
 from leaderboard import selectors
 from leaderboard.csv_export import header_line
 from evaluation.models import Agent, BenchmarkTask, BenchmarkVersion, Category
-from leaderboard.models import LeaderboardEntry
+from leaderboard.models import EntryStanding, LeaderboardEntry
 from submissions.models import Submission, Trial
 from leaderboard.tables import (
     OUTCOME_LETTERS,
@@ -33,6 +33,7 @@ from leaderboard.tables import (
 def _tables() -> dict[str, str]:
     """Table names from the models (the catalogue may move between apps)."""
     return {"trial": Trial._meta.db_table, "entry": LeaderboardEntry._meta.db_table,
+            "standing": EntryStanding._meta.db_table,
             "submission": Submission._meta.db_table, "agent": Agent._meta.db_table,
             "task": BenchmarkTask._meta.db_table, "category": Category._meta.db_table}
 
@@ -138,12 +139,13 @@ def task_matrix_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tu
     )
     sql = (
         f"SELECT {select} FROM {n['entry']} e "
+        f"JOIN {n['standing']} st ON st.entry_id = e.id "
         f"JOIN {n['agent']} a ON a.id = e.agent_id "
         f"CROSS JOIN {n['task']} bt "
         f"JOIN {n['category']} c ON c.id = bt.category_id "
         f"LEFT JOIN ({cells}) cell ON cell.entry_id = e.id AND cell.task_id = bt.id "
         f"WHERE e.id IN ({ids_sql}) AND bt.benchmark_version_id = %s "
-        "ORDER BY e.rank, a.display_name, e.id, bt.position, bt.name"
+        "ORDER BY st.rank, a.display_name, e.id, bt.position, bt.name"
     )
     return sql, (bv.pk, *ids_params, bv.pk)
 

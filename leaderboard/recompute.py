@@ -52,7 +52,8 @@ _NUMBERS = ["successes", "present", "infra", "timeouts", "agent_errors", "claime
 def entries_insert(*, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None,
                    now: datetime, timings: dict[str, float] | None = None) -> None:
     """Insert the entries, category entries and task cells of the latest published
-    submission of each agent (of ``agent_ids``, or every agent). Ranks are left at 0.
+    submission of each agent (of ``agent_ids``, or every agent), without ranks (their
+    ``EntryStanding`` rows are written by ``services._rank_entries``).
     ``timings``, when given, receives the seconds of each phase."""
     clock = Clock(timings)
     subs = _latest_submissions(benchmark_version, agent_ids)
@@ -357,9 +358,9 @@ def _write_entries(cursor, benchmark_version: BenchmarkVersion, subs: list[tuple
                            f"decode(v.{n}, 'hex')" if k == "bytea" else f"v.{n}"
                            for n, k in _ENTRY_COLUMNS)
         cursor.execute(
-            f"INSERT INTO {LeaderboardEntry._meta.db_table} (benchmark_version_id, rank, "
-            f"tie_group, attempts_required, created_at, updated_at, {', '.join(names)}) "
-            f"SELECT %s, 0, 0, %s, %s, %s, {select} FROM unnest({unnest}) AS v({', '.join(names)})",
+            f"INSERT INTO {LeaderboardEntry._meta.db_table} (benchmark_version_id, "
+            f"attempts_required, created_at, updated_at, {', '.join(names)}) "
+            f"SELECT %s, %s, %s, %s, {select} FROM unnest({unnest}) AS v({', '.join(names)})",
             [benchmark_version.pk, required, now, now, *values])
         columns = [list(col) for col in zip(*c["categories"], strict=True)] or [[]] * 7
         columns = [_pg_array(col, kind) for col, kind in zip(
@@ -375,8 +376,7 @@ def _write_entries(cursor, benchmark_version: BenchmarkVersion, subs: list[tuple
             [now, now, *columns, benchmark_version.pk])
         return
     entries = LeaderboardEntry.objects.bulk_create(
-        [LeaderboardEntry(benchmark_version=benchmark_version, rank=0, tie_group=0,
-                          attempts_required=required,
+        [LeaderboardEntry(benchmark_version=benchmark_version, attempts_required=required,
                           **{name: c[name][i] for name, _ in _ENTRY_COLUMNS})
          for i in range(len(subs))], batch_size=500)
     entry_of = {e.submission_id: e.pk for e in entries}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from decimal import Decimal
 
 import numpy as np
 from django.conf import settings
@@ -14,7 +13,14 @@ from django.utils import timezone
 
 from evaluation.models import Agent, BenchmarkVersion, Group
 from leaderboard import caching, recompute, stats
-from leaderboard.models import AggregateVersion, CategoryEntry, GroupAggregate, LeaderboardEntry
+from leaderboard.models import (
+    AggregateVersion,
+    CategoryEntry,
+    EntryStanding,
+    GroupAggregate,
+    LeaderboardEntry,
+)
+from submissions.models import Submission
 
 
 def aggregate_version_bump(*, benchmark_version_ids: list[int]) -> None:
@@ -87,22 +93,57 @@ def leaderboard_recompute(
 
 def _rank_entries(benchmark_version: BenchmarkVersion) -> int:
     """Competition ranks and tie groups of every entry, from the stored rows and per-task
-    vectors (one read, no trials); only rows whose rank or group changed are written."""
-    rows = list(
-        LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).values_list(
-            "pk", "success_rate", "successes", "cost_per_attempt_usd", "submitted_on",
-            "submission__created_at", "submission_id", "cell_tasks", "task_rates", "rank",
-            "tie_group")
-    )
-    # Explicit tie-breaks: more successes, cheaper, earlier, then the older submission.
-    rows.sort(key=lambda r: (-r[1], -r[2], r[3] or Decimal(10**9), r[4] or r[5].date(), r[6]))
-    ranks = stats.competition_ranks([r[1] for r in rows])
+    vectors (one read, sorted by the database, no trials); only the ``EntryStanding`` rows of
+    entries whose rank or group changed are written, and those of new entries inserted."""
+    rows = _rank_inputs(benchmark_version)
+    rates = [r[1] for r in rows]
+    ranks = stats.competition_ranks(rates)
     groups = stats.tie_groups_vectorised(_rate_matrix(rows), settings.LEADERBOARD_TIE_ALPHA,
-                                         rates=[r[1] for r in rows])
-    changed = [(r[0], rank, group) for r, rank, group in zip(rows, ranks, groups, strict=True)
-               if (r[9], r[10]) != (rank, group)]
-    _write_ranks(changed)
+                                         rates=rates)
+    current = {pk: (rank, group) for pk, rank, group in EntryStanding.objects.filter(
+        benchmark_version=benchmark_version).values_list("entry_id", "rank", "tie_group")}
+    moved, new = [], []
+    for r, rank, group in zip(rows, ranks, groups, strict=True):
+        was = current.get(r[0])
+        if was is None:
+            new.append((r[0], rank, group))
+        elif was != (rank, group):
+            moved.append((r[0], rank, group))
+    _write_standings(benchmark_version, moved, new)
     return len(rows)
+
+
+def _rank_inputs(benchmark_version: BenchmarkVersion) -> list[tuple]:
+    """(pk, success rate, cell_tasks, task_rates) of every entry in rank order, with the
+    explicit tie-breaks: more successes, cheaper per attempt (no cost, or a zero one, last),
+    submitted earlier (else the day the submission was created, UTC), then the older
+    submission. Sorted by the database, so only the columns the ranks and tie groups need
+    become Python objects."""
+    if connection.vendor == "postgresql":
+        created_day = "(s.created_at AT TIME ZONE 'UTC')::date"
+    else:
+        created_day = "date(s.created_at)"
+    sql = (
+        "SELECT e.id, e.success_rate, e.cell_tasks, e.task_rates "
+        f"FROM {LeaderboardEntry._meta.db_table} e "
+        f"JOIN {Submission._meta.db_table} s ON s.id = e.submission_id "
+        "WHERE e.benchmark_version_id = %s "
+        "ORDER BY e.success_rate DESC, e.successes DESC, "
+        "COALESCE(NULLIF(e.cost_per_attempt_usd, 0), 1000000000), "
+        f"COALESCE(e.submitted_on, {created_day}), e.submission_id")
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # The vectors make the rows wide: sort them in memory (about 0.7 KB an entry), not
+            # in a temporary file; put back for the rest of the transaction.
+            cursor.execute("SELECT current_setting('work_mem')")
+            work_mem = cursor.fetchone()[0]
+            cursor.execute("SELECT set_config('work_mem', '64MB', true)")
+            cursor.execute(sql, [benchmark_version.pk])
+            rows = cursor.fetchall()
+            cursor.execute("SELECT set_config('work_mem', %s, true)", [work_mem])
+            return rows
+        cursor.execute(sql, [benchmark_version.pk])
+        return cursor.fetchall()
 
 
 def _rate_matrix(rows: list[tuple]) -> np.ndarray:
@@ -111,37 +152,49 @@ def _rate_matrix(rows: list[tuple]) -> np.ndarray:
     When every entry has cells on the same tasks (the usual case) the bytes are stacked."""
     if not rows:
         return np.zeros((0, 0))
-    first = rows[0][7]
-    if first and all(r[7] == first for r in rows):
+    first = rows[0][2]
+    if first and all(r[2] == first for r in rows):
         keys = first.split(",")
-        matrix = np.frombuffer(b"".join(bytes(r[8]) for r in rows), dtype="<f8").reshape(
+        matrix = np.frombuffer(b"".join(bytes(r[3]) for r in rows), dtype="<f8").reshape(
             len(rows), len(keys))
         order = sorted(range(len(keys)), key=keys.__getitem__)
         return matrix[:, order].astype(float)
-    keys = sorted({k for r in rows if r[7] for k in r[7].split(",")})
+    keys = sorted({k for r in rows if r[2] for k in r[2].split(",")})
     column = {k: j for j, k in enumerate(keys)}
     matrix = np.full((len(rows), len(keys)), np.nan)
     for i, r in enumerate(rows):
-        if r[7]:
-            matrix[i, [column[k] for k in r[7].split(",")]] = np.frombuffer(bytes(r[8]), "<f8")
+        if r[2]:
+            matrix[i, [column[k] for k in r[2].split(",")]] = np.frombuffer(bytes(r[3]), "<f8")
     return matrix
 
 
-def _write_ranks(changed: list[tuple[int, int, int]]) -> None:
-    if not changed:
-        return
+def _write_standings(benchmark_version: BenchmarkVersion, moved: list[tuple[int, int, int]],
+                     new: list[tuple[int, int, int]]) -> None:
+    """Update the standings that moved and insert those of new entries: (entry pk, rank, tie
+    group) each. One statement each on PostgreSQL, however many rows."""
+    now = timezone.now()
     if connection.vendor == "postgresql":
-        # One statement however many rows moved (bulk_update would build a CASE per row).
+        table = EntryStanding._meta.db_table
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {LeaderboardEntry._meta.db_table} AS e SET rank = v.rank, "
-                "tie_group = v.tie_group FROM unnest(%s::bigint[], %s::int[], %s::int[]) "
-                "AS v(id, rank, tie_group) WHERE e.id = v.id",
-                [[c[0] for c in changed], [c[1] for c in changed], [c[2] for c in changed]])
+            if moved:
+                cursor.execute(
+                    f"UPDATE {table} AS st SET rank = v.rank, tie_group = v.tie_group, "
+                    "updated_at = %s FROM unnest(%s::bigint[], %s::int[], %s::int[]) "
+                    "AS v(id, rank, tie_group) WHERE st.entry_id = v.id",
+                    [now, *map(list, zip(*moved, strict=True))])
+            if new:
+                cursor.execute(
+                    f"INSERT INTO {table} (entry_id, benchmark_version_id, rank, tie_group, "
+                    "created_at, updated_at) SELECT v.id, %s, v.rank, v.tie_group, %s, %s "
+                    "FROM unnest(%s::bigint[], %s::int[], %s::int[]) AS v(id, rank, tie_group)",
+                    [benchmark_version.pk, now, now, *map(list, zip(*new, strict=True))])
         return
-    LeaderboardEntry.objects.bulk_update(
-        [LeaderboardEntry(pk=pk, rank=rank, tie_group=group) for pk, rank, group in changed],
-        ["rank", "tie_group"], batch_size=500)
+    EntryStanding.objects.bulk_update(
+        [EntryStanding(entry_id=pk, rank=rank, tie_group=group, updated_at=now)
+         for pk, rank, group in moved], ["rank", "tie_group", "updated_at"], batch_size=500)
+    EntryStanding.objects.bulk_create(
+        [EntryStanding(entry_id=pk, benchmark_version=benchmark_version, rank=rank,
+                       tie_group=group) for pk, rank, group in new], batch_size=500)
 
 
 def _pooled(counts: list[int] | None) -> float | None:

@@ -1,23 +1,30 @@
 """Publishing or taking down one submission rebuilds only its agent's rows, then ranks, tie
 groups and family aggregates from stored rows; the result equals a full rebuild, table by table."""
 
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard import recompute
-from leaderboard.models import CategoryEntry, GroupAggregate, LeaderboardEntry
-from leaderboard.services import leaderboard_recompute
-from submissions.models import SubmissionStatus, Trial
+from leaderboard.models import (
+    CategoryEntry,
+    EntryStanding,
+    GroupAggregate,
+    LeaderboardEntry,
+)
+from leaderboard.services import _rank_inputs, leaderboard_recompute
+from submissions.models import Submission, SubmissionStatus, Trial
 from submissions.services import submission_publish, submission_withdraw
 from tests.factories import AgentFactory, HarnessFactory, published_submission
 
 _SKIP = {"id", "created_at", "updated_at"}
 
 
-def _rows(model, key, **filters):
+def _rows(model, key, extra=(), **filters):
     fields = [f.attname for f in model._meta.concrete_fields if f.attname not in _SKIP]
+    fields += extra
     out = {}
     for row in model.objects.filter(**filters).values(*fields, *key):
         out[tuple(row[k] for k in key)] = {f: row[f] for f in fields
@@ -27,7 +34,10 @@ def _rows(model, key, **filters):
 
 def _tables(bv):
     return {
-        "entries": _rows(LeaderboardEntry, ["agent_id"], benchmark_version=bv),
+        # Rank and tie group (kept in EntryStanding) as the default manager reads them.
+        "entries": _rows(LeaderboardEntry, ["agent_id"], ["rank", "tie_group"],
+                         benchmark_version=bv),
+        "standings": _rows(EntryStanding, ["entry__agent_id"], benchmark_version=bv),
         "categories": _rows(CategoryEntry, ["entry__agent_id", "category_id"],
                             entry__benchmark_version=bv),
         # The decoded cells too (the stored columns are compared with the entries).
@@ -208,3 +218,68 @@ def test_packed_cells_equal_the_temporary_table_of_cells(small_benchmark, monkey
     assert one_pass["entries"][(agents[3].pk,)]["cell_outcomes"] == "F,P"
     assert one_pass["entries"][(agents[1].pk,)]["flagged_trials"] == 4
     assert one_pass["entries"][(agents[1].pk,)]["total_cost_usd"] is None
+
+
+def test_the_rank_order_breaks_equal_rates_by_successes_cost_day_then_submission(
+        small_benchmark):
+    """The database sorts the entries for ranks and tie groups (services._rank_inputs): equal
+    rates by more successes, then cheaper per attempt (no cost, or a zero one, last), then
+    submitted earlier (else the UTC day the submission was created), then the older
+    submission. Within a run of equal rates the order picks the next tie group's leader."""
+    bv, tasks = small_benchmark
+    half, twice = ["PF"] * 5, ["PPFF"] * 5  # 5/10 and 10/20: the same rate
+    made = {}
+
+    def entry(name, outcomes, cost=Decimal("1.0000"), submitted_on=date(2026, 1, 2)):
+        made[name] = published_submission(AgentFactory(display_name=name), tasks, outcomes,
+                                          cost=cost, submitted_on=submitted_on)
+
+    entry("early-id", half)
+    entry("more", twice)
+    entry("dear", half, cost=Decimal("2.0000"))
+    entry("zero", half, cost=Decimal("0.0000"), submitted_on=date(2026, 1, 5))
+    entry("unknown", half, cost=None, submitted_on=date(2026, 1, 4))
+    entry("first-day", half, submitted_on=date(2026, 1, 1))
+    entry("created", half, submitted_on=None)
+    # Created late on 31 December, UTC: the day that counts is the 31st.
+    Submission.objects.filter(pk=made["created"].pk).update(
+        created_at=datetime(2025, 12, 31, 23, 30, tzinfo=UTC))
+    entry("late-id", half)
+    leaderboard_recompute(benchmark_version=bv)
+
+    name_of = dict(LeaderboardEntry.objects.filter(benchmark_version=bv).values_list(
+        "pk", "agent__display_name"))
+    order = [name_of[r[0]] for r in _rank_inputs(bv)]
+    assert order == ["more", "created", "first-day", "early-id", "late-id", "dear", "unknown",
+                     "zero"]
+    assert sorted(LeaderboardEntry.objects.values_list("rank", flat=True)) == [1] * 8
+
+
+def test_a_publish_writes_only_the_standings_that_moved(small_benchmark):
+    """Ranks and tie groups live in narrow EntryStanding rows: a new last entry inserts its own
+    and rewrites none; a new first entry moves every other one down."""
+    bv, tasks = small_benchmark
+    for p in PATTERNS:
+        published_submission(AgentFactory(), tasks, p)
+    leaderboard_recompute(benchmark_version=bv)
+    before = dict(EntryStanding.objects.values_list("entry_id", "rank"))
+    table = EntryStanding._meta.db_table
+
+    def standing_writes(outcomes):
+        sub = published_submission(AgentFactory(), tasks, outcomes,
+                                   status=SubmissionStatus.VERIFIED, published_at=None)
+        with CaptureQueriesContext(connection) as ctx:
+            submission_publish(submission=sub, actor=None)
+        return [q["sql"].split()[0] for q in ctx.captured_queries
+                if table in q["sql"] and q["sql"].split()[0] in ("UPDATE", "INSERT")], sub
+
+    writes, last = standing_writes(["FFF"] * 5)
+    assert writes == ["INSERT"]
+    assert LeaderboardEntry.objects.get(submission=last).rank == len(PATTERNS) + 1
+    assert dict(EntryStanding.objects.exclude(entry__submission=last).values_list(
+        "entry_id", "rank")) == before
+    writes, first = standing_writes(["PPP"] * 5)
+    assert sorted(writes) == ["INSERT", "UPDATE"]
+    assert LeaderboardEntry.objects.get(submission=first).rank == 1
+    assert {e: r + 1 for e, r in before.items()} == dict(EntryStanding.objects.filter(
+        entry_id__in=before).values_list("entry_id", "rank"))

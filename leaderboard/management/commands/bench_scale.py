@@ -33,6 +33,7 @@ from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus
 from submissions.services import submission_publish, submission_withdraw
 
+PARTS = ("rebuild", "pages", "publish", "csv", "load")
 PAGES = [
     ("/", "html"), ("/categories/", "html"), ("/imaging-vs-text/", "html"),
     ("/harness-effect/", "html"), ("/cost/", "html"), ("/task-matrix/", "html"),
@@ -57,6 +58,10 @@ class Command(BaseCommand):
         parser.add_argument("--cache-url", default="locmemcache://",
                             help="CACHE_URL of the served site (production: redis://...)")
         parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+        parser.add_argument(
+            "--only", default=",".join(PARTS),
+            help=f"comma-separated parts to measure, of {','.join(PARTS)} (default: all); "
+                 "the data are generated and rebuilt once whatever is chosen")
 
     def handle(self, *args, **opts):
         db = settings.DATABASES["default"]
@@ -88,13 +93,47 @@ class Command(BaseCommand):
 
     def _run(self, db: dict, name: str, opts: dict) -> None:
         n = opts["agents"]
+        only = {p.strip() for p in opts["only"].split(",") if p.strip()}
+        if only - set(PARTS):
+            raise CommandError(f"--only takes {', '.join(PARTS)}, not "
+                               f"{', '.join(sorted(only - set(PARTS)))}")
         call_command("migrate", verbosity=0, interactive=False)
         started = time.perf_counter()
         gen = dataset.dataset_generate(n_agents=n)
         self._say(f"bench_scale: {n:,} agents x 162 = {gen.trials:,} trials generated in "
                   f"{time.perf_counter() - started:.1f} s (database {name})")
         bv = gen.benchmark_version
-        # Best of 3, as the DuckDB floor is timed (the first, cold run printed beside it).
+        rows = self._rebuild(bv) if "rebuild" in only else []
+        if "rebuild" not in only:
+            leaderboard_recompute(benchmark_version=bv)
+        env = self._env(db, name, opts["cache_url"])
+        with tempfile.TemporaryDirectory() as floor:
+            if "pages" in only:
+                with web.Gunicorn(app="config.wsgi", env=env, cwd=settings.BASE_DIR) as server:
+                    for i, (path, ext) in enumerate(PAGES):
+                        status, body = web.get(server.port, path)
+                        if status != 200:
+                            raise CommandError(f"GET {path} answered {status}")
+                        (Path(floor) / f"page{i}.{ext}").write_bytes(body)
+            app = f'leaderboard.bench.wsgi:make_application("{floor}")'
+            with web.Gunicorn(app=app, env=env, cwd=settings.BASE_DIR) as server:
+                if "pages" in only:
+                    for i, (path, ext) in enumerate(PAGES):
+                        page_ms, size = web.p50_ms(server.port, path)
+                        floor_ms, _ = web.p50_ms(server.port, f"{FLOOR_PREFIX}page{i}.{ext}")
+                        rows.append((f"{path} ({size / 1e6:.2f} MB)", f"{page_ms:.1f} ms p50",
+                                     f"{floor_ms:.1f} ms", page_ms / floor_ms))
+                        self._say(_fmt(rows[-1]))
+                if "publish" in only:
+                    rows += self._publish(server, bv)
+                if "csv" in only:
+                    rows += self._trials_csv(server, db, name, bv)
+                if "load" in only:
+                    rows += self._load(server, opts)
+        self._say("\n" + _table(rows))
+
+    def _rebuild(self, bv) -> list[tuple]:
+        """The full rebuild, best of 3 (as the DuckDB floor is timed), beside DuckDB."""
         runs, phases = [], []
         for _ in range(3):
             timings: dict[str, float] = {}
@@ -104,34 +143,15 @@ class Command(BaseCommand):
             phases.append(timings)
         rebuild_s = min(runs)
         duck_s, duck_n = duck.duckdb_rebuild_seconds(benchmark_version=bv)
-        rows = [("aggregate rebuild (all agents, best of 3)",
-                 f"{rebuild_s:.2f} s (first run {runs[0]:.2f} s)",
-                 f"DuckDB best of 3 {duck_s:.2f} s ({duck_n:,} trials)", rebuild_s / duck_s)]
-        self._say(_fmt(rows[-1]))
+        row = ("aggregate rebuild (all agents, best of 3)",
+               f"{rebuild_s:.2f} s (first run {runs[0]:.2f} s)",
+               f"DuckDB best of 3 {duck_s:.2f} s ({duck_n:,} trials)", rebuild_s / duck_s)
+        self._say(_fmt(row))
         # The phases of the best run; what they leave out is mostly the commit.
         best = phases[runs.index(rebuild_s)]
         best["commit and the rest"] = rebuild_s - sum(best.values())
         self._say("  rebuild phases: " + ", ".join(f"{k} {v:.3f} s" for k, v in best.items()))
-        env = self._env(db, name, opts["cache_url"])
-        with tempfile.TemporaryDirectory() as floor:
-            with web.Gunicorn(app="config.wsgi", env=env, cwd=settings.BASE_DIR) as server:
-                for i, (path, ext) in enumerate(PAGES):
-                    status, body = web.get(server.port, path)
-                    if status != 200:
-                        raise CommandError(f"GET {path} answered {status}")
-                    (Path(floor) / f"page{i}.{ext}").write_bytes(body)
-            app = f'leaderboard.bench.wsgi:make_application("{floor}")'
-            with web.Gunicorn(app=app, env=env, cwd=settings.BASE_DIR) as server:
-                for i, (path, ext) in enumerate(PAGES):
-                    page_ms, size = web.p50_ms(server.port, path)
-                    floor_ms, _ = web.p50_ms(server.port, f"{FLOOR_PREFIX}page{i}.{ext}")
-                    rows.append((f"{path} ({size / 1e6:.2f} MB)", f"{page_ms:.1f} ms p50",
-                                 f"{floor_ms:.1f} ms", page_ms / floor_ms))
-                    self._say(_fmt(rows[-1]))
-                rows += self._publish(server, bv)
-                rows += self._trials_csv(server, db, name, bv)
-                rows += self._load(server, opts)
-        self._say("\n" + _table(rows))
+        return [row]
 
     def _env(self, db: dict, name: str, cache_url: str) -> dict[str, str]:
         env = dict(os.environ)
