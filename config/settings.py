@@ -76,6 +76,10 @@ STYLED_ERROR_PAGES = env.bool("STYLED_ERROR_PAGES", default=True)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
+# WSGI applications in front of Django (config/wsgi.py wraps it in each, the first outermost),
+# named as MIDDLEWARE names its classes: warm anonymous pages answered from the cache at the
+# layer a static file is served at (leaderboard/middleware.py).
+WSGI_FRONTS = ["leaderboard.middleware.CachedPagesApp"]
 
 TEMPLATES = [
     {
@@ -221,6 +225,10 @@ LEADERBOARD_STATE_TTL_S = (env.float("LEADERBOARD_STATE_TTL_S")
 # A cold page asked for by many at once is rendered by one request; the others wait for its
 # bytes up to this long (then render it themselves).
 LEADERBOARD_RENDER_WAIT_S = env.float("LEADERBOARD_RENDER_WAIT_S", default=10.0)
+# Bytes of the pages each web process keeps in its own memory beside the cache (the warm hits
+# it answered lately; a hit then copies nothing out of the cache, nor over the network from
+# Redis). A page over a quarter of it is not kept.
+LEADERBOARD_MEMO_BYTES = env.int("LEADERBOARD_MEMO_BYTES", default=32 * 1024 * 1024)
 LEADERBOARD_PAGE_SIZE = env.int("LEADERBOARD_PAGE_SIZE", default=100)
 # Models (and harness x model lines) per page of /harness-effect/.
 LEADERBOARD_GROUP_PAGE_SIZE = env.int("LEADERBOARD_GROUP_PAGE_SIZE", default=25)

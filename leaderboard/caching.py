@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import secrets
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -252,7 +253,8 @@ def _serve(view, request: HttpRequest, args, kwargs, *, key: str, etag: str,
     if hit is not None:
         response = _from_cache(hit, request, signed_in)
         if response is not None:
-            response.lb_cache_key = key  # the middleware keeps its final headers
+            # The middleware keeps its final headers, tagged with the stored bytes' stamp.
+            response.lb_cache_key, response.lb_cache_stamp = key, hit.get("stamp")
             return _validators(response, etag, modified)
     try:
         response = view(request, *args, **kwargs)
@@ -261,12 +263,16 @@ def _serve(view, request: HttpRequest, args, kwargs, *, key: str, etag: str,
         content = (getattr(response, "cache_content", None) if response.streaming
                    else response.content)
         if response.status_code == 200 and content is not None and not signed_in:
+            # The stamp names these very bytes: a process that kept a copy of them
+            # (leaderboard.middleware) knows it is still the stored one.
+            stamp = secrets.token_hex(8)
             cache.set(key, {
                 "content": content, "streaming": response.streaming,
                 "content_type": response["Content-Type"],
                 "headers": {h: response[h] for h in _KEPT_HEADERS if h in response},
+                "stamp": stamp,
             }, settings.LEADERBOARD_CACHE_TIMEOUT_S)
-            response.lb_cache_key = key
+            response.lb_cache_key, response.lb_cache_stamp = key, stamp
     finally:
         if rendering:
             cache.delete(key + ":render")

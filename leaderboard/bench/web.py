@@ -27,7 +27,7 @@ class Gunicorn:
     serves as gunicorn's default does (one request per worker), for comparisons."""
 
     def __init__(self, *, app: str, env: dict[str, str], cwd: Path, workers: int = 2,
-                 timeout_s: int = 120, worker_class: str | None = None):
+                 timeout_s: int = 120, worker_class: str | None = None, ready_s: float = 60):
         self.port = free_port()
         args = ["-k", worker_class] if worker_class else []
         self.server = subprocess.Popen(
@@ -35,10 +35,10 @@ class Gunicorn:
              app, "-b", f"127.0.0.1:{self.port}", *args,
              "--workers", str(workers), "--timeout", str(timeout_s), "--backlog", "2048"],
             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._wait()
+        self._wait(ready_s)
 
-    def _wait(self) -> None:
-        deadline = time.monotonic() + 60
+    def _wait(self, ready_s: float) -> None:
+        deadline = time.monotonic() + ready_s
         while time.monotonic() < deadline:
             if self.server.poll() is not None:
                 raise RuntimeError("gunicorn exited: " + self.server.stderr.read().decode()[-2000:])
@@ -48,7 +48,7 @@ class Gunicorn:
                     return
             except OSError:
                 time.sleep(0.2)
-        raise RuntimeError("gunicorn did not answer /healthz within 60 s")
+        raise RuntimeError(f"gunicorn did not answer /healthz within {ready_s:.0f} s")
 
     def worker_pids(self) -> list[int]:
         path = Path(f"/proc/{self.server.pid}/task/{self.server.pid}/children")
@@ -91,21 +91,29 @@ def get_streamed(port: int, path: str) -> tuple[int, int, float]:
         conn.close()
 
 
-def p50_ms(port: int, path: str, *, budget_s: float = 3.0, max_n: int = 25,
-           min_n: int = 3) -> tuple[float, int]:
-    """Median latency (ms) of sequential GETs (one warm-up first) and the body size in bytes."""
-    status, body = get(port, path)
-    if status != 200:
-        raise RuntimeError(f"GET {path} answered {status}")
-    times: list[float] = []
-    spent_from = time.monotonic()
-    while len(times) < max_n and (len(times) < min_n or time.monotonic() - spent_from < budget_s):
-        started = time.perf_counter()
-        status, body = get(port, path)
-        times.append((time.perf_counter() - started) * 1000)
+def p50_pair_ms(port: int, path: str, floor_path: str, *, budget_s: float = 6.0,
+                max_n: int = 61, min_n: int = 15) -> tuple[float, float, int]:
+    """Median latency (ms) of sequential GETs of a page and of its floor, taken alternately
+    (page, floor, page, ...) so that both medians see the same load on a shared machine (one
+    warm-up GET of each first), and the page's body size in bytes."""
+    samples: dict[str, list[float]] = {path: [], floor_path: []}
+    size = 0
+    for p in samples:
+        status, _ = get(port, p)
         if status != 200:
-            raise RuntimeError(f"GET {path} answered {status}")
-    return statistics.median(times), len(body)
+            raise RuntimeError(f"GET {p} answered {status}")
+    spent_from = time.monotonic()
+    while len(samples[path]) < max_n and (
+            len(samples[path]) < min_n or time.monotonic() - spent_from < budget_s):
+        for p, times in samples.items():
+            started = time.perf_counter()
+            status, body = get(port, p)
+            times.append((time.perf_counter() - started) * 1000)
+            if status != 200:
+                raise RuntimeError(f"GET {p} answered {status}")
+            if p == path:
+                size = len(body)
+    return statistics.median(samples[path]), statistics.median(samples[floor_path]), size
 
 
 def rss_kb(pid: int, field: str = "VmRSS") -> int:

@@ -116,11 +116,17 @@ class Command(BaseCommand):
                             raise CommandError(f"GET {path} answered {status}")
                         (Path(floor) / f"page{i}.{ext}").write_bytes(body)
             app = f'leaderboard.bench.wsgi:make_application("{floor}")'
-            with web.Gunicorn(app=app, env=env, cwd=settings.BASE_DIR) as server:
+            # Warm means every worker: each answers the measured pages to itself before it
+            # accepts a connection, as production warms its read paths (config/warmup.py);
+            # otherwise the other worker's first render lands among the samples.
+            if "pages" in only:
+                env = dict(env, GUNICORN_WARM_PATHS=",".join(
+                    ["/healthz"] + [p for p, _ in PAGES]))
+            with web.Gunicorn(app=app, env=env, cwd=settings.BASE_DIR, ready_s=900) as server:
                 if "pages" in only:
                     for i, (path, ext) in enumerate(PAGES):
-                        page_ms, size = web.p50_ms(server.port, path)
-                        floor_ms, _ = web.p50_ms(server.port, f"{FLOOR_PREFIX}page{i}.{ext}")
+                        page_ms, floor_ms, size = web.p50_pair_ms(
+                            server.port, path, f"{FLOOR_PREFIX}page{i}.{ext}")
                         rows.append((f"{path} ({size / 1e6:.2f} MB)", f"{page_ms:.1f} ms p50",
                                      f"{floor_ms:.1f} ms", page_ms / floor_ms))
                         self._say(_fmt(rows[-1]))
