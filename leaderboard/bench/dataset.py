@@ -186,11 +186,6 @@ def trials_copy(*, submissions: list[Submission], tasks: list[BenchmarkTask], se
     return n_sub * n_task * ATTEMPTS
 
 
-def generated_version(*, name: str = "bench-scale") -> BenchmarkVersion:
-    """The benchmark version ``dataset_generate`` made in this database (a kept one)."""
-    return BenchmarkVersion.objects.get(name=name, version="1.0")
-
-
 def dataset_generate(*, n_agents: int, seed: int = 20261203) -> Generated:
     """The whole data set: catalogue, agents, published submissions and their trials."""
     with transaction.atomic():
