@@ -87,6 +87,10 @@ class LeaderboardEntry(BaseModel):
     cell_claimed = models.TextField(default="", blank=True)
     cell_flags = models.JSONField(default=dict, blank=True)
     task_rates = models.BinaryField(default=b"")
+    # A digest of everything the rebuild wrote on this row and its category rows
+    # (``recompute.row_digests``): a rebuild that computes the same digest leaves the rows as
+    # they are (no delete, insert, index or foreign-key work); "" is never current.
+    digest = models.CharField(max_length=32, default="", blank=True, editable=False)
 
     objects = EntryManager()
 

@@ -21,6 +21,7 @@ no COPY, no arrays: per-attempt CASE columns, plain fetches, bulk_create).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import defaultdict
@@ -28,11 +29,12 @@ from datetime import datetime
 from decimal import Decimal
 
 import numpy as np
+import psycopg
 from django.db import connection
 
 from evaluation.models import BenchmarkVersion, Group
 from leaderboard import stats_arrays
-from leaderboard.models import CategoryEntry, LeaderboardEntry
+from leaderboard.models import CategoryEntry, EntryStanding, LeaderboardEntry
 from submissions.models import (
     OUTCOME_CODES,
     Outcome,
@@ -49,32 +51,38 @@ _NUMBERS = ["successes", "present", "infra", "timeouts", "agent_errors", "claime
             "claimed_infra", "flagged", "cost_n", "dur_n", "out_n", "out_sum"]
 
 
-def entries_insert(*, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None,
-                   now: datetime, timings: dict[str, float] | None = None) -> None:
-    """Insert the entries, category entries and task cells of the latest published
-    submission of each agent (of ``agent_ids``, or every agent), without ranks (their
-    ``EntryStanding`` rows are written by ``services._rank_entries``).
-    ``timings``, when given, receives the seconds of each phase."""
+def entries_write(*, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None,
+                  now: datetime, rewrite: bool = False,
+                  timings: dict[str, float] | None = None) -> int:
+    """Bring the entries, category entries and task cells of the latest published submission
+    of each agent (of ``agent_ids``, or every agent) up to date, without ranks (their
+    ``EntryStanding`` rows are written by ``services._rank_entries``). Every row is computed
+    from the trials; only those whose digest differs from the stored one (or all, with
+    ``rewrite``) are deleted and inserted again, and entries of agents with no published
+    submission left are deleted. Returns the number of entries written. ``timings``, when
+    given, receives the seconds of each phase."""
     clock = Clock(timings)
     subs = _latest_submissions(benchmark_version, agent_ids)
+    existing = _stored_digests(benchmark_version, agent_ids)
     if not subs:
-        return
+        _entries_delete(list(existing))
+        clock.lap("stale rows deleted")
+        return 0
     submission_ids = [s[0] for s in subs]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # One pass, no temporary table: each cell's attempts 1..attempts_per_task packed
-            # as small integers, read by binary COPY straight into numpy. Any attempt number
-            # outside that range: the temporary table with ordered aggregates below.
-            packed = _packed_cells(cursor, subs, benchmark_version.attempts_per_task)
+            # One pass, no temporary table: each submission's trials packed in one byte
+            # string, scattered by numpy. Any attempt number outside 1..attempts_per_task:
+            # the temporary table with ordered aggregates below.
+            packed = _packed_trials(cursor, subs, benchmark_version.attempts_per_task)
             clock.lap("trials grouped and read")
             if packed is not None:
                 arrays, costs, cell_columns = packed
                 computed = _compute(benchmark_version, subs, arrays, costs)
                 computed.update(cell_columns)
                 clock.lap("statistics")
-                _write_entries(cursor, benchmark_version, subs, computed, now)
-                clock.lap("entries written")
-                return
+                return _write_entries(cursor, benchmark_version, subs, computed, now,
+                                      existing, rewrite, clock)
         cursor.execute(f"DROP TABLE IF EXISTS {CELLS}")
         cursor.execute(*_cells_sql(submission_ids))
         try:
@@ -84,10 +92,82 @@ def entries_insert(*, benchmark_version: BenchmarkVersion, agent_ids: list[int] 
             computed = _compute(benchmark_version, subs, arrays, costs)
             computed.update(_cell_columns(cursor, subs, arrays))
             clock.lap("statistics")
-            _write_entries(cursor, benchmark_version, subs, computed, now)
-            clock.lap("entries written")
+            return _write_entries(cursor, benchmark_version, subs, computed, now, existing,
+                                  rewrite, clock)
         finally:
             cursor.execute(f"DROP TABLE IF EXISTS {CELLS}")
+
+
+def _stored_digests(benchmark_version: BenchmarkVersion, agent_ids: list[int] | None
+                    ) -> dict[int, tuple[int, str]]:
+    """(submission pk, digest) of each stored entry in scope, by entry pk."""
+    sql = (f"SELECT id, submission_id, digest FROM {LeaderboardEntry._meta.db_table} "
+           "WHERE benchmark_version_id = %s")
+    params: list = [benchmark_version.pk]
+    if agent_ids is not None:
+        if not agent_ids:
+            return {}
+        sql += f" AND agent_id IN ({', '.join(['%s'] * len(agent_ids))})"
+        params += list(agent_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {pk: (sub, digest) for pk, sub, digest in cursor.fetchall()}
+
+
+def _entries_delete(pks: list[int]) -> None:
+    """Delete entries with their category entries and standings: one statement per table
+    (per 500 entries on SQLite). The ORM's cascade would first read every entry row, wide
+    with its vectors, into a model instance."""
+    if not pks:
+        return
+    tables = [(CategoryEntry._meta.db_table, "entry_id"),
+              (EntryStanding._meta.db_table, "entry_id"),
+              (LeaderboardEntry._meta.db_table, "id")]
+    with connection.cursor() as cursor:
+        for table, column in tables:
+            if connection.vendor == "postgresql":
+                cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s::int8[])", [pks])
+                continue
+            for i in range(0, len(pks), 500):
+                chunk = pks[i:i + 500]
+                cursor.execute(f"DELETE FROM {table} WHERE {column} IN "
+                               f"({', '.join(['%s'] * len(chunk))})", chunk)
+
+
+def row_digests(c: dict, required: int) -> list[str]:
+    """One digest per computed entry over everything written on its row (but the digest and
+    the time stamps) and its category rows: equal digests, equal rows. Of the ``repr`` of the
+    values (floats exactly; the JSON columns with sorted keys; decimals by value, as the
+    SQLite and PostgreSQL paths may carry other exponents)."""
+    categories: dict[int, list] = defaultdict(list)
+    for row in c["categories"]:
+        categories[row[0]].append(row[1:])
+    columns = []
+    for name, kind in _ENTRY_COLUMNS:
+        if name in ("digest", "task_rates"):
+            continue
+        values = c[name]
+        if kind == "numeric":
+            values = [None if v is None else format(v.normalize(), "f") for v in values]
+        elif kind == "jsonb":
+            values = [json.dumps(v, sort_keys=True) for v in values]
+        columns.append(values)
+    out = []
+    for i, (sub, rates) in enumerate(zip(c["submission_id"], c["task_rates"], strict=True)):
+        h = hashlib.blake2b(repr((required, [col[i] for col in columns],
+                                  categories[sub])).encode(), digest_size=16)
+        h.update(rates)
+        out.append(h.hexdigest())
+    return out
+
+
+def _select(c: dict, keep: list[int]) -> dict:
+    """The computed columns of the entries at positions ``keep`` only."""
+    subs = {c["submission_id"][i] for i in keep}
+    out = {k: ([v[i] for i in keep] if isinstance(v, list) and k != "categories" else v)
+           for k, v in c.items()}
+    out["categories"] = [row for row in c["categories"] if row[0] in subs]
+    return out
 
 
 class Clock:
@@ -342,13 +422,37 @@ _ENTRY_COLUMNS = [
     ("verification", "jsonb"), ("badge", "text"), ("reconstructed", "bool"),
     ("submitted_on", "date"), ("task_rates", "bytea"), ("cell_tasks", "text"),
     ("cell_outcomes", "text"), ("cell_claimed", "text"), ("cell_flags", "jsonb"),
+    ("digest", "text"),
 ]
 
 
 def _write_entries(cursor, benchmark_version: BenchmarkVersion, subs: list[tuple], c: dict,
-                   now: datetime) -> None:
+                   now: datetime, existing: dict[int, tuple[int, str]], rewrite: bool,
+                   clock: Clock) -> int:
+    """Delete the stored entries in scope that are gone or differ from their computed
+    digest (all, with ``rewrite``), and insert the computed ones not stored as they are."""
     required = benchmark_version.tasks.count() * benchmark_version.attempts_per_task
     c["flagged_trials"] = c.get("flagged_trials") or [0] * len(subs)
+    c["digest"] = row_digests(c, required)
+    clock.lap("digests")
+    digest_of = dict(zip(c["submission_id"], c["digest"], strict=True))
+    stale = [pk for pk, (sub, digest) in existing.items()
+             if rewrite or digest_of.get(sub) != digest]
+    _entries_delete(stale)
+    clock.lap("stale rows deleted")
+    current = {sub for pk, (sub, _) in existing.items()} - {existing[pk][0] for pk in stale}
+    keep = [i for i, sub in enumerate(c["submission_id"]) if sub not in current]
+    if not keep:
+        return 0
+    if len(keep) < len(subs):
+        c = _select(c, keep)
+    _insert_entries(cursor, benchmark_version, required, c, now)
+    clock.lap("entries written")
+    return len(keep)
+
+
+def _insert_entries(cursor, benchmark_version: BenchmarkVersion, required: int, c: dict,
+                    now: datetime) -> None:
     if connection.vendor == "postgresql":
         names = [name for name, _ in _ENTRY_COLUMNS]
         values = [_pg_array(c[name], kind) for name, kind in _ENTRY_COLUMNS]
@@ -378,7 +482,7 @@ def _write_entries(cursor, benchmark_version: BenchmarkVersion, subs: list[tuple
     entries = LeaderboardEntry.objects.bulk_create(
         [LeaderboardEntry(benchmark_version=benchmark_version, attempts_required=required,
                           **{name: c[name][i] for name, _ in _ENTRY_COLUMNS})
-         for i in range(len(subs))], batch_size=500)
+         for i in range(len(c["submission_id"]))], batch_size=500)
     entry_of = {e.submission_id: e.pk for e in entries}
     CategoryEntry.objects.bulk_create(
         [CategoryEntry(entry_id=entry_of[sub], category_id=cat, successes=s, attempts=n,
@@ -471,6 +575,7 @@ def _cell_flags(pairs: list[tuple[int, int]]
 # and whether its cost, duration and output tokens are known, and a bit set for every trial.
 _ORDER = list(OUTCOME_CODES)
 _FLAGGED, _COST, _DUR, _OUT, _ROW = 64, 128, 256, 512, 1024
+_PLACE = 2048  # a trial's place (task pk x 16 + attempt) is stored above its 11 code bits
 _LETTERS = np.frombuffer(b"\0" + "".join(OUTCOME_CODES[o] for o in _ORDER).encode()
                          + b"\0" * (7 - len(_ORDER)), dtype=np.uint8)
 
@@ -480,14 +585,17 @@ def _small_code(column: str) -> str:
     return f"CASE {column} {whens} ELSE 0 END"
 
 
-def _packed_cells(cursor, subs: list[tuple], attempts: int) -> tuple | None:
-    """One ``GROUP BY (submission, task)`` over the trials returning, per cell, the packed
-    code and the duration of each attempt 1..``attempts`` (one column each: no sort per cell),
-    the scored cost (in 1/10,000 dollars, exact) and output tokens; read by binary COPY into
-    numpy, where the counts, sums and code strings of ``_read_cells``, ``_read_costs`` and
-    ``_cell_columns`` are derived. None when an attempt is numbered outside 1..``attempts``
-    (the caller then takes the ordered aggregates)."""
-    if attempts < 1:
+def _packed_trials(cursor, subs: list[tuple], attempts: int) -> tuple | None:
+    """One ``GROUP BY submission`` over the trials returning, per submission, every trial
+    packed in 16 bytes (task, attempt and code in a big-endian int8, then its duration as a
+    float8) concatenated into one ``bytea`` (in no particular order: each trial carries its
+    own place), the scored cost (in 1/10,000 dollars, exact) and output tokens; 1,000 rows
+    for 1,000 agents, not a row per cell or trial, which psycopg would hand over one Python
+    call each. numpy scatters the trials into (submission, task, attempt) arrays, where the
+    counts, sums and code strings of ``_read_cells``, ``_read_costs`` and ``_cell_columns``
+    are derived. None when an attempt is numbered outside 1..``attempts`` or a (task,
+    attempt) repeats (the caller then takes the ordered aggregates)."""
+    if not 1 <= attempts < 16:
         return None
     scored = f"t.outcome <> '{Outcome.INFRA_ERROR}'"
     code = (f"{_ROW} + {_small_code('t.outcome')} + 8 * {_small_code('t.claimed_outcome')} "
@@ -495,52 +603,55 @@ def _packed_cells(cursor, subs: list[tuple], attempts: int) -> tuple | None:
             f"+ CASE WHEN t.cost_usd IS NULL THEN 0 ELSE {_COST} END "
             f"+ CASE WHEN t.duration_s IS NULL THEN 0 ELSE {_DUR} END "
             f"+ CASE WHEN t.output_tokens IS NULL THEN 0 ELSE {_OUT} END")
-    ks = range(1, attempts + 1)
-    columns = (["t.submission_id::int8", "t.benchmark_task_id::int8", "COUNT(*)::int8"]
-               + [f"COALESCE(MAX(CASE WHEN t.attempt = {k} THEN {code} END), 0)::int8"
-                  for k in ks]
-               + [f"COALESCE(MAX(CASE WHEN t.attempt = {k} THEN t.duration_s END), 0)::float8"
-                  for k in ks]
-               + [f"(COALESCE(SUM(t.cost_usd) FILTER (WHERE {scored}), 0) * 10000)::int8",
-                  f"COALESCE(SUM(t.output_tokens) FILTER (WHERE {scored}), 0)::int8"])
-    fields = ["sub", "task", "rows", *[f"p{k}" for k in ks], *[f"d{k}" for k in ks],
-              "cost", "out_sum"]
-    dtype = [("n_fields", ">i2")]
-    for f in fields:
-        dtype += [(f"len_{f}", ">i4"), (f, ">f8" if f.startswith("d") else ">i8")]
-    data = bytearray()
-    # A streaming GroupAggregate over the (submission, task, attempt) unique index, in one
-    # process: in memory it needs one cell at a time (a hash aggregate of every cell spilled
-    # to disk with the default work_mem, and on 2 cores parallel workers did not pay), and it
-    # measured 15% faster. The settings are put back for the rest of the transaction.
+    place = f"((t.benchmark_task_id::int8 * 16 + t.attempt) * {_PLACE} + {code})"
+    sql = (
+        "SELECT t.submission_id::int8, "
+        f"string_agg(int8send({place}) || float8send(COALESCE(t.duration_s, 0)), ''::bytea), "
+        f"(COALESCE(SUM(t.cost_usd) FILTER (WHERE {scored}), 0) * 10000)::int8, "
+        f"COALESCE(SUM(t.output_tokens) FILTER (WHERE {scored}), 0)::int8 "
+        f"FROM {Trial._meta.db_table} t WHERE t.submission_id = ANY(%s::int8[]) "
+        "GROUP BY t.submission_id")
+    # A streaming GroupAggregate over the submission index, in one process (a hash aggregate
+    # of every submission's bytes would hold them all at once; on 2 cores parallel workers did
+    # not pay). The settings are put back for the rest of the transaction.
     cursor.execute("SELECT current_setting('enable_hashagg'), "
                    "current_setting('max_parallel_workers_per_gather')")
     hashagg, workers = cursor.fetchone()
     cursor.execute("SELECT set_config('enable_hashagg', 'off', true), "
                    "set_config('max_parallel_workers_per_gather', '0', true)")
-    with cursor.cursor.copy(
-            f"COPY (SELECT {', '.join(columns)} FROM {Trial._meta.db_table} t "
-            "WHERE t.submission_id = ANY(%s::int8[]) GROUP BY t.submission_id, "
-            "t.benchmark_task_id) TO STDOUT (FORMAT binary)", [[s[0] for s in subs]]) as copy:
-        for block in copy:
-            data += block
+    # Binary results need psycopg's server-side binding (Django's cursors bind client-side).
+    with psycopg.Cursor(cursor.cursor.connection) as raw:
+        raw.execute(sql, [[s[0] for s in subs]], binary=True)
+        rows = raw.fetchall()
     cursor.execute("SELECT set_config('enable_hashagg', %s, true), "
                    "set_config('max_parallel_workers_per_gather', %s, true)", [hashagg, workers])
-    records = np.frombuffer(bytes(data[19:-2]), dtype=np.dtype(dtype))
-    packed = np.stack([records[f"p{k}"].astype(np.int64) for k in ks], axis=-1)
-    if int(records["rows"].sum()) != int(((packed & _ROW) != 0).sum()):
-        return None
     sub_ids = np.array([s[0] for s in subs], dtype=np.int64)
     order = np.argsort(sub_ids)
-    row = order[np.searchsorted(sub_ids[order], records["sub"].astype(np.int64))]
-    task_ids, col = np.unique(records["task"].astype(np.int64), return_inverse=True)
-    shape = (len(subs), len(task_ids))
-    cell = np.zeros(shape, dtype=bool)
-    cell[row, col] = True
+    shape_rows = len(subs)
+    got = np.array([r[0] for r in rows], dtype=np.int64)
+    row_of = order[np.searchsorted(sub_ids[order], got)]
+    trials = np.frombuffer(b"".join(bytes(r[1]) for r in rows),
+                           dtype=np.dtype([("place", ">i8"), ("duration", ">f8")]))
+    counts = np.array([len(r[1]) // 16 for r in rows], dtype=np.int64)
+    row = np.repeat(row_of, counts)
+    place = trials["place"].astype(np.int64)
+    packed = place % _PLACE
+    attempt = (place // _PLACE) % 16
+    if ((attempt < 1) | (attempt > attempts)).any():
+        return None
+    task_ids, col = np.unique(place // (_PLACE * 16), return_inverse=True)
+    shape = (shape_rows, len(task_ids))
     p = np.zeros((*shape, attempts), dtype=np.int64)
-    p[row, col] = packed
+    p[row, col, attempt - 1] = packed
+    if int((p != 0).sum()) != len(place):
+        return None  # a (submission, task, attempt) twice: the unique index says never
     d = np.zeros((*shape, attempts))
-    d[row, col] = np.stack([records[f"d{k}"].astype(np.float64) for k in ks], axis=-1)
+    d[row, col, attempt - 1] = trials["duration"].astype(np.float64)
+    cell = (p != 0).any(axis=-1)
+    cost = np.zeros(shape_rows, dtype=np.int64)
+    cost[row_of] = [r[2] for r in rows]
+    out_sum = np.zeros((shape_rows, 1), dtype=np.int64)  # per submission, summed as a cell
+    out_sum[row_of, 0] = [r[3] for r in rows]
     outcome, claimed = p & 7, (p >> 3) & 7
     passed, timeout, agent_error, infra = (
         _ORDER.index(o) + 1 for o in (Outcome.PASSED, Outcome.TIMEOUT, Outcome.AGENT_ERROR,
@@ -558,17 +669,14 @@ def _packed_cells(cursor, subs: list[tuple], attempts: int) -> tuple | None:
          "flagged": count((p & _FLAGGED) != 0), "cost_n": count(is_scored & ((p & _COST) != 0)),
          "dur_n": count(is_scored & ((p & _DUR) != 0)),
          "out_n": count(is_scored & ((p & _OUT) != 0))}
-    for name in ("out_sum", "cost"):
-        dense = np.zeros(shape, dtype=np.int64)
-        dense[row, col] = records[name].astype(np.int64)
-        a[name] = dense
+    a["out_sum"] = out_sum
     # Durations of scored attempts added in attempt order, ((d1 + d2) + d3), as before.
     known = np.where(is_scored & ((p & _DUR) != 0), d, 0.0)
     dur_sum = known[..., 0]
     for k in range(1, attempts):
         dur_sum = dur_sum + known[..., k]
     a["dur_sum"] = dur_sum
-    total = a.pop("cost").sum(axis=1).tolist()
+    total = cost.tolist()
     costs: dict[int, Decimal] = {
         s[0]: Decimal(total[i]).scaleb(-4)
         for i, s in enumerate(subs) if a["cost_n"][i].any()}

@@ -48,17 +48,18 @@ def aggregate_version_bump(*, benchmark_version_ids: list[int]) -> None:
 @transaction.atomic
 def leaderboard_recompute(
     *, benchmark_version: BenchmarkVersion, agent_ids: list[int] | None = None,
-    timings: dict[str, float] | None = None,
+    rewrite: bool = False, timings: dict[str, float] | None = None,
 ) -> int:
     """Bring the precomputed rows of one benchmark version up to date, in a single transaction.
 
     With ``agent_ids`` (a publish or take-down) only those agents' entries, category entries and
-    task cells are rebuilt from their trials; without, every agent's. Either way ranks and tie
-    groups are then recomputed from the stored per-task vectors and the group aggregates from
-    the stored entries, by the same code, so both give identical tables. Idempotent; readers see
-    the old rows or the new ones. Returns the number of entries of the version. ``timings``,
-    when given, receives the seconds of each phase (``bench_scale`` prints them; the commit is
-    not among them).
+    task cells are recomputed from their trials; without, every agent's. Only rows whose
+    numbers changed are written (each entry keeps a digest of its rows; ``rewrite`` writes them
+    all). Either way ranks and tie groups are then recomputed from the stored per-task vectors
+    and the group aggregates from the stored entries, by the same code, so both give identical
+    tables. Idempotent; readers see the old rows or the new ones. Returns the number of entries
+    of the version. ``timings``, when given, receives the seconds of each phase
+    (``bench_scale`` prints them; the commit is not among them).
     """
     clock = recompute.Clock(timings)
     # Serialise concurrent rebuilds of the same version (a no-op lock on SQLite).
@@ -67,13 +68,9 @@ def leaderboard_recompute(
     entries = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
     if agent_ids is not None and entries.filter(attempts__gt=0, cell_tasks="").exists():
         agent_ids = None  # rows from before task vectors were stored: rebuild them all once
-    if agent_ids is None:
-        entries.delete()
-    else:
-        entries.filter(agent_id__in=agent_ids).delete()
-    clock.lap("old rows deleted")
-    recompute.entries_insert(benchmark_version=benchmark_version, agent_ids=agent_ids,
-                             now=timezone.now(), timings=timings)
+    clock.lap("lock and version")
+    recompute.entries_write(benchmark_version=benchmark_version, agent_ids=agent_ids,
+                            now=timezone.now(), rewrite=rewrite, timings=timings)
     clock.last = time.perf_counter()
     n = _rank_entries(benchmark_version)
     clock.lap("ranks and tie groups")

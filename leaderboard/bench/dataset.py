@@ -197,3 +197,11 @@ def dataset_generate(*, n_agents: int, seed: int = 20261203) -> Generated:
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Trial._meta.db_table}")
     return Generated(benchmark_version=bv, agents=n_agents, trials=n)
+
+
+def dataset_find(*, name: str = "bench-scale") -> Generated:
+    """The data set an earlier run generated and kept (``bench_scale --keep``)."""
+    bv = BenchmarkVersion.objects.get(name=name)
+    subs = Submission.objects.filter(benchmark_version=bv, status=SubmissionStatus.PUBLISHED)
+    return Generated(benchmark_version=bv, agents=subs.count(),
+                     trials=Trial.objects.filter(submission__in=subs).count())

@@ -3,7 +3,11 @@ groups and family aggregates from stored rows; the result equals a full rebuild,
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from io import StringIO
 
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -185,9 +189,9 @@ def test_publish_and_take_down_touch_only_their_family_and_equal_a_full_rebuild(
     assert _tables(bv) == incremental
 
 
-def test_packed_cells_equal_the_temporary_table_of_cells(small_benchmark, monkeypatch):
-    """PostgreSQL's one-pass rebuild (each attempt packed in a small integer, read by binary
-    COPY into numpy, no temporary table) writes the same tables as the temporary table of
+def test_packed_trials_equal_the_temporary_table_of_cells(small_benchmark, monkeypatch):
+    """PostgreSQL's one-pass rebuild (each trial packed in 16 bytes, one byte string per
+    submission scattered by numpy, no temporary table) writes the same tables as the temporary table of
     cells it falls back to: flagged cells, a task without trials, infrastructure-only tasks,
     unknown costs, missing attempts, fractional durations and costs. SQLite always takes the
     temporary table."""
@@ -201,18 +205,18 @@ def test_packed_cells_equal_the_temporary_table_of_cells(small_benchmark, monkey
                          infra_confirmed=False, duration_s=0.7, cost=Decimal("3.0001"))
     published_submission(agents[3], tasks, ["F", "", "", "", "P"])
     taken = []
-    packed = recompute._packed_cells
+    packed = recompute._packed_trials
 
     def spy(*args, **kwargs):
         result = packed(*args, **kwargs)
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(recompute, "_packed_cells", spy)
+    monkeypatch.setattr(recompute, "_packed_trials", spy)
     leaderboard_recompute(benchmark_version=bv)
     one_pass = _tables(bv)
     assert taken == ([True] if connection.vendor == "postgresql" else [])
-    monkeypatch.setattr(recompute, "_packed_cells", lambda *args, **kwargs: None)
+    monkeypatch.setattr(recompute, "_packed_trials", lambda *args, **kwargs: None)
     leaderboard_recompute(benchmark_version=bv)
     assert _tables(bv) == one_pass
     assert one_pass["entries"][(agents[3].pk,)]["cell_outcomes"] == "F,P"
@@ -283,3 +287,76 @@ def test_a_publish_writes_only_the_standings_that_moved(small_benchmark):
     assert LeaderboardEntry.objects.get(submission=first).rank == 1
     assert {e: r + 1 for e, r in before.items()} == dict(EntryStanding.objects.filter(
         entry_id__in=before).values_list("entry_id", "rank"))
+
+
+def _writes(ctx, *models):
+    tables = [m._meta.db_table for m in models]
+    return [q["sql"].split()[0] for q in ctx.captured_queries
+            if q["sql"].split()[0] in ("INSERT", "UPDATE", "DELETE")
+            and any(t in q["sql"].split("(")[0] or f"FROM {t}" in q["sql"]
+                    or f'FROM "{t}"' in q["sql"] for t in tables)]
+
+
+def test_a_rebuild_writes_only_the_rows_whose_numbers_changed(small_benchmark):
+    """Every row is computed from the trials, but a row whose digest equals the stored one is
+    left as it is: a rebuild of a current leaderboard writes no entry or category row, and
+    after one trial is re-graded only that agent's rows are rewritten, with the new numbers
+    (hand-checked), equal to rewriting every row."""
+    bv, tasks = small_benchmark
+    agents = [AgentFactory(display_name=f"Agent {i}") for i in range(len(PATTERNS))]
+    subs = [published_submission(a, tasks, p) for a, p in zip(agents, PATTERNS, strict=True)]
+    leaderboard_recompute(benchmark_version=bv)
+    pks = dict(LeaderboardEntry.objects.values_list("agent_id", "pk"))
+    before = _tables(bv)
+    assert all(len(e["digest"]) == 32 for e in before["entries"].values())
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert leaderboard_recompute(benchmark_version=bv) == len(PATTERNS)
+    assert _writes(ctx, LeaderboardEntry, CategoryEntry, EntryStanding) == []
+    assert dict(LeaderboardEntry.objects.values_list("agent_id", "pk")) == pks
+    assert _tables(bv) == before
+
+    # Agent 1 (PPI FFF FFF FFF FFF: 2 of 14 scored) has a failed attempt re-graded a pass.
+    Trial.objects.filter(submission=subs[1], benchmark_task=tasks[1], attempt=1).update(
+        outcome="passed", success=True)
+    leaderboard_recompute(benchmark_version=bv)
+    after = dict(LeaderboardEntry.objects.values_list("agent_id", "pk"))
+    assert {a for a in after if after[a] != pks[a]} == {agents[1].pk}
+    entry = LeaderboardEntry.objects.get(agent=agents[1])
+    assert (entry.successes, entry.attempts, entry.success_rate) == (3, 14, 3 / 14)
+    assert entry.cells()[tasks[1].pk].outcomes == "PFF"
+    img = entry.category_entries.get(category=tasks[1].category)
+    assert (img.successes, img.attempts) == (3, 5)
+    changed = _tables(bv)
+
+    with CaptureQueriesContext(connection) as ctx:
+        leaderboard_recompute(benchmark_version=bv, rewrite=True)
+    # Each table's rows deleted and inserted again (standings: inserted with their entry).
+    assert sorted(set(_writes(ctx, LeaderboardEntry, CategoryEntry))) == ["DELETE", "INSERT"]
+    assert set(dict(LeaderboardEntry.objects.values_list("agent_id", "pk")).values()).isdisjoint(
+        after.values())
+    assert _tables(bv) == changed
+
+
+def test_the_rebuild_deletes_every_table_that_refers_to_an_entry():
+    """Stale entries are deleted by one statement per table (recompute._entries_delete), not
+    by the ORM's cascade: the tables it names must be every one that refers to an entry."""
+    related = {r.related_model for r in LeaderboardEntry._meta.related_objects}
+    assert related == {CategoryEntry, EntryStanding}
+
+
+def test_rebuild_leaderboard_command(small_benchmark):
+    bv, tasks = small_benchmark
+    for p in PATTERNS[:3]:
+        published_submission(AgentFactory(), tasks, p)
+    out = StringIO()
+    call_command("rebuild_leaderboard", "small@1.0", stdout=out)
+    assert "small@1.0: 3 entries, 3 rewritten, 0 already current" in out.getvalue()
+    out = StringIO()
+    call_command("rebuild_leaderboard", stdout=out)
+    assert "small@1.0: 3 entries, 0 rewritten, 3 already current" in out.getvalue()
+    out = StringIO()
+    call_command("rebuild_leaderboard", "small@1.0", "--rewrite", stdout=out)
+    assert "small@1.0: 3 entries, 3 rewritten, 0 already current" in out.getvalue()
+    with pytest.raises(CommandError, match="unknown benchmark version nope@1"):
+        call_command("rebuild_leaderboard", "nope@1")
