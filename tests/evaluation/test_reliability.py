@@ -318,11 +318,22 @@ def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
         done = TrialCheck.objects.filter(job=job).count()
         return (j, live) if j.status == "running" and live and done >= 1 else None
 
-    j, live = vs.wait_for(running_with_container, 120, "a running job with a live container",
-                          interval=0.1, worker=on_worker)
-    pid = int(j.claimed_by.rsplit(":", 1)[1])
+    # Freeze the pool child running the job, let any Docker call it had in flight land, and kill
+    # it only while one of its containers is still there: that container is then a true orphan
+    # (a container seen a moment before the stop may have been removed by the child itself).
+    orphans: set[str] = set()
+    for _ in range(50):
+        j, _live = vs.wait_for(running_with_container, 120, "a running job with a live container",
+                               interval=0.1, worker=on_worker)
+        pid = int(j.claimed_by.rsplit(":", 1)[1])
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        orphans = set(vs.labelled_containers(prefix))
+        if orphans:
+            break
+        os.kill(pid, signal.SIGCONT)
+    assert orphans, "never caught the job's pool child with a container of its own"
     os.kill(pid, signal.SIGKILL)  # the pool child running the job
-    orphans = set(vs.labelled_containers(prefix)) or set(live)
     sub = _final(sub, on_worker)
     j = VerificationJob.objects.get(pk=job.pk)
     assert sub.status == "checked", (j.summary, on_worker.tail())
