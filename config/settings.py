@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -21,7 +22,13 @@ def _env_or_file(name: str, **kwargs):
     file_var = f"{name}_FILE"
     if env.str(file_var, default=""):
         return Path(env.str(file_var)).read_text().strip()
-    return env.str(name, **kwargs)
+    try:
+        return env.str(name, **kwargs)
+    except ImproperlyConfigured as exc:  # say how a newcomer gets going, not only what is unset
+        raise ImproperlyConfigured(
+            f"{exc}. For local use run `make run` once (it writes .env with DEBUG=1: SQLite, a "
+            "development key) or `cp .env.example .env`; production sets it (or "
+            f"{name}_FILE).") from None
 
 
 DEBUG = env.bool("DEBUG", default=False)

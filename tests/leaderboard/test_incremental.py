@@ -360,3 +360,59 @@ def test_rebuild_leaderboard_command(small_benchmark):
     assert "small@1.0: 3 entries, 3 rewritten, 0 already current" in out.getvalue()
     with pytest.raises(CommandError, match="unknown benchmark version nope@1"):
         call_command("rebuild_leaderboard", "nope@1")
+
+
+def _computed(n=2):
+    """Computed columns of n entries as the rebuild hands them to ``row_digests``."""
+    sample = {"int8": 7, "float8": 0.25, "numeric": Decimal("1.2500"), "bool": False,
+              "text": "PFP,FFF", "jsonb": {"b": 1, "a": [2]}, "date": date(2026, 1, 1),
+              "bytea": b"\x00" * 16}
+    c = {name: [sample[kind]] * n for name, kind in recompute._ENTRY_COLUMNS
+         if name != "digest"}
+    c["submission_id"] = list(range(1, n + 1))
+    c["categories"] = [(sub, cat, 3, 6, 0.5, 0.2, 0.8) for sub in range(1, n + 1)
+                       for cat in (1, 2)]
+    return c
+
+
+@pytest.mark.parametrize("change", [
+    "a count", "a rate", "null for zero", "a decimal", "a text", "a JSON value", "a date",
+    "a task rate", "a category rate", "a category row less", "attempts required",
+])
+def test_a_digest_changes_with_any_value_written_on_the_row(change):
+    base = recompute.row_digests(_computed(), 162)
+    c, required = _computed(), 162
+    if change == "a count":
+        c["successes"][0] = 8
+    elif change == "a rate":
+        c["success_rate"][0] = 0.25000000000000006  # the next float up
+    elif change == "null for zero":
+        c["timeouts"][0], c["ci_low"][0] = 0, None
+    elif change == "a decimal":
+        c["total_cost_usd"][0] = Decimal("1.2501")
+    elif change == "a text":
+        c["cell_outcomes"][0] = "PFP,FFP"
+    elif change == "a JSON value":
+        c["verification"][0] = {"b": 1, "a": [3]}
+    elif change == "a date":
+        c["submitted_on"][0] = date(2026, 1, 2)
+    elif change == "a task rate":
+        c["task_rates"][0] = b"\x01" + b"\x00" * 15
+    elif change == "a category rate":
+        c["categories"][1] = (1, 2, 3, 6, 0.5, 0.2, 0.81)
+    elif change == "a category row less":
+        del c["categories"][1]
+    else:
+        required = 161
+    changed = recompute.row_digests(c, required)
+    if change == "attempts required":
+        assert changed[0] != base[0] and changed[1] != base[1]
+    else:
+        assert changed[0] != base[0]
+        assert changed[1] == base[1]  # the other entry's row is untouched
+
+
+def test_a_digest_ignores_how_a_decimal_is_spelled():
+    c = _computed()
+    c["total_cost_usd"][0] = Decimal("1.25")  # SQLite and PostgreSQL may carry other exponents
+    assert recompute.row_digests(c, 162) == recompute.row_digests(_computed(), 162)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 import time
@@ -72,6 +73,14 @@ class Command(BaseCommand):
         db = settings.DATABASES["default"]
         if connections["default"].vendor != "postgresql":
             raise CommandError("bench_scale needs DATABASE_URL=postgres://... (PostgreSQL)")
+        parts = {p.strip() for p in opts["only"].split(",") if p.strip()}
+        needed = ({"psql"} if "csv" in parts else set()) | ({"wrk"} if "load" in parts else set())
+        missing = sorted(tool for tool in needed if shutil.which(tool) is None)
+        if missing:  # before minutes of generating and measuring, not after
+            packages = " ".join("postgresql-client" if t == "psql" else t for t in missing)
+            raise CommandError(f"bench_scale needs {' and '.join(missing)} on PATH: apt-get "
+                               f"install {packages} (Debian), or leave out their parts with "
+                               "--only")
         reuse = opts["database"]
         name = reuse or f"hab_bench_scale_{os.getpid()}"
         admin = psycopg.connect(_url(db, "postgres"), autocommit=True)
