@@ -45,6 +45,9 @@ from submissions.models import (
 )
 
 CELLS = "lb_recompute_cells"
+# Columns of the computed category rows: submission, category, successes, attempts, rate,
+# ci_low, ci_high.
+CATEGORY_WIDTH = 7
 _CENT = Decimal("0.0001")
 # The per-cell numbers read back, in this order (all integers but the duration sum).
 _NUMBERS = ["successes", "present", "infra", "timeouts", "agent_errors", "claimed_passes",
@@ -167,10 +170,9 @@ def row_digests(c: dict, required: int) -> list[str]:
     # The category rows (submission, category, counts, rate and interval), each entry's in the
     # order given, with a null mask: one matrix sorted by submission, sliced per entry.
     cat_bytes, cat_width, cat_start, cat_end = b"", 0, [0] * n, [0] * n
-    if c["categories"]:
-        rows = np.array(c["categories"], dtype=object)
-        nulls = np.equal(rows, None)
-        matrix = np.where(nulls, 0, rows).astype(np.float64)
+    if len(c["categories"]):
+        matrix = np.asarray(c["categories"], dtype=np.float64)
+        nulls = np.zeros(matrix.shape)  # no category value is ever null (kept in the bytes)
         order = np.argsort(matrix[:, 0], kind="stable")
         matrix = np.ascontiguousarray(np.hstack([matrix, nulls])[order])
         keys = matrix[:, 0]
@@ -197,7 +199,7 @@ def _select(c: dict, keep: list[int]) -> dict:
     subs = {c["submission_id"][i] for i in keep}
     out = {k: ([v[i] for i in keep] if isinstance(v, list) and k != "categories" else v)
            for k, v in c.items()}
-    out["categories"] = [row for row in c["categories"] if row[0] in subs]
+    out["categories"] = c["categories"][np.isin(c["categories"][:, 0], list(subs))]
     return out
 
 
@@ -369,16 +371,21 @@ def _compute(benchmark_version: BenchmarkVersion, subs: list[tuple], a: dict,
     n = a["present"] - a["infra"]
     overall = stats_arrays.clustered_rates(y, n, strata)
     categories = list(benchmark_version.categories.all())
-    cat_rows: list[tuple] = []
+    sub_ids = np.array([s[0] for s in subs], dtype=np.float64)
+    cat_parts: list[np.ndarray] = []
     by_group: dict[str, list] = defaultdict(list)
     for cat in categories:
         cols = [j for j, s in enumerate(strata) if s == cat.pk]
         est = stats_arrays.clustered_rates(y[:, cols], n[:, cols])
         kept = est.attempts > 0
         by_group[cat.group].append((est, kept))
-        for i in np.flatnonzero(kept).tolist():
-            cat_rows.append((subs[i][0], cat.pk, int(est.successes[i]), int(est.attempts[i]),
-                             float(est.rate[i]), float(est.ci_low[i]), float(est.ci_high[i])))
+        i = np.flatnonzero(kept)
+        cat_parts.append(np.column_stack([
+            sub_ids[i], np.full(len(i), float(cat.pk)), est.successes[i], est.attempts[i],
+            est.rate[i], est.ci_low[i], est.ci_high[i]]).astype(np.float64))
+    # The category rows as one float64 matrix (submission, category, successes, attempts,
+    # rate, interval: the ids and counts exact as floats), in category then entry order.
+    cat_rows = np.concatenate(cat_parts) if cat_parts else np.zeros((0, CATEGORY_WIDTH))
     group_cols = {}
     for group in (Group.IMAGING, Group.TEXT):
         members = by_group.get(group, [])
@@ -497,9 +504,10 @@ def _insert_entries(cursor, benchmark_version: BenchmarkVersion, required: int, 
             f"attempts_required, created_at, updated_at, {', '.join(names)}) "
             f"SELECT %s, %s, %s, %s, {select} FROM unnest({unnest}) AS v({', '.join(names)})",
             [benchmark_version.pk, required, now, now, *values])
-        columns = [list(col) for col in zip(*c["categories"], strict=True)] or [[]] * 7
-        columns = [_pg_array(col, kind) for col, kind in zip(
-            columns, ["int8", "int8", "int8", "int8", "float8", "float8", "float8"], strict=True)]
+        cats = c["categories"]
+        columns = [_pg_array((cats[:, j].astype(np.int64) if kind == "int8" else cats[:, j])
+                             .tolist(), kind)
+                   for j, kind in enumerate(["int8"] * 4 + ["float8"] * 3)]
         cursor.execute(
             f"INSERT INTO {CategoryEntry._meta.db_table} (entry_id, category_id, successes, "
             "attempts, success_rate, ci_low, ci_high, created_at, updated_at) "
@@ -515,10 +523,13 @@ def _insert_entries(cursor, benchmark_version: BenchmarkVersion, required: int, 
                           **{name: c[name][i] for name, _ in _ENTRY_COLUMNS})
          for i in range(len(c["submission_id"]))], batch_size=500)
     entry_of = {e.submission_id: e.pk for e in entries}
+    cats = c["categories"]
+    ids = cats[:, :4].astype(np.int64).tolist()
     CategoryEntry.objects.bulk_create(
         [CategoryEntry(entry_id=entry_of[sub], category_id=cat, successes=s, attempts=n,
                        success_rate=rate, ci_low=low, ci_high=high)
-         for sub, cat, s, n, rate, low, high in c["categories"]], batch_size=500)
+         for (sub, cat, s, n), (rate, low, high) in zip(ids, cats[:, 4:].tolist(),
+                                                        strict=True)], batch_size=500)
 
 
 def _pg_array(values: list, kind: str) -> str:
@@ -606,7 +617,8 @@ def _cell_flags(pairs: list[tuple[int, int]]
 # and whether its cost, duration and output tokens are known, and a bit set for every trial.
 _ORDER = list(OUTCOME_CODES)
 _FLAGGED, _COST, _DUR, _OUT, _ROW = 64, 128, 256, 512, 1024
-_PLACE = 2048  # a trial's place (task pk x 16 + attempt) is stored above its 11 code bits
+_PLACE_BITS = 11
+_PLACE = 1 << _PLACE_BITS  # a trial's place (task pk x 16 + attempt) is above its 11 code bits
 _LETTERS = np.frombuffer(b"\0" + "".join(OUTCOME_CODES[o] for o in _ORDER).encode()
                          + b"\0" * (7 - len(_ORDER)), dtype=np.uint8)
 
@@ -681,19 +693,22 @@ def _packed_trials(cursor, subs: list[tuple], attempts: int) -> tuple | None:
                            dtype=np.dtype([("place", ">i8"), ("duration", ">f8")]))
     counts = np.array([len(r[1]) // 16 for r in rows], dtype=np.int64)
     row = np.repeat(row_of, counts)
-    place = trials["place"].astype(np.int64)
-    packed = place % _PLACE
-    attempt = (place // _PLACE) % 16
+    place = trials["place"].astype(np.int64)  # never negative: shifts and masks split it
+    packed = place & (_PLACE - 1)
+    attempt = (place >> _PLACE_BITS) & 15
     if ((attempt < 1) | (attempt > attempts)).any():
         return None
-    task_ids, col = _dense_ids(place // (_PLACE * 16))
+    task_ids, col = _dense_ids(place >> (_PLACE_BITS + 4))
     shape = (shape_rows, len(task_ids))
-    p = np.zeros((*shape, attempts), dtype=np.int64)
-    p[row, col, attempt - 1] = packed
+    flat = (row * len(task_ids) + col) * attempts + (attempt - 1)
+    p = np.zeros(shape_rows * len(task_ids) * attempts, dtype=np.int64)
+    p[flat] = packed
+    p = p.reshape(*shape, attempts)
     if int((p != 0).sum()) != len(place):
         return None  # a (submission, task, attempt) twice: the unique index says never
-    d = np.zeros((*shape, attempts))
-    d[row, col, attempt - 1] = trials["duration"].astype(np.float64)
+    d = np.zeros(p.size)
+    d[flat] = trials["duration"].astype(np.float64)
+    d = d.reshape(*shape, attempts)
     cell = (p != 0).any(axis=-1)
     cost = np.zeros(shape_rows, dtype=np.int64)
     cost[row_of] = [r[2] for r in rows]
@@ -706,7 +721,12 @@ def _packed_trials(cursor, subs: list[tuple], attempts: int) -> tuple | None:
     is_scored = (outcome > 0) & (outcome != infra)
 
     def count(mask: np.ndarray) -> np.ndarray:
-        return mask.sum(axis=-1, dtype=np.int64)
+        # Attempt by attempt: numpy reduces a short last axis many times slower than it adds
+        # whole (agent x task) planes.
+        total = mask[..., 0].astype(np.int64)
+        for k in range(1, mask.shape[-1]):
+            total += mask[..., k]
+        return total
 
     a = {"task_ids": task_ids.tolist(), "cell": cell,
          "successes": count(outcome == passed), "present": count(outcome > 0),
@@ -724,9 +744,9 @@ def _packed_trials(cursor, subs: list[tuple], attempts: int) -> tuple | None:
         dur_sum = dur_sum + known[..., k]
     a["dur_sum"] = dur_sum
     total = cost.tolist()
+    has_cost = a["cost_n"].any(axis=1).tolist()
     costs: dict[int, Decimal] = {
-        s[0]: Decimal(total[i]).scaleb(-4)
-        for i, s in enumerate(subs) if a["cost_n"][i].any()}
+        s[0]: Decimal(total[i]).scaleb(-4) for i, s in enumerate(subs) if has_cost[i]}
     return a, costs, _packed_cell_columns(subs, a, outcome, claimed)
 
 

@@ -8,10 +8,9 @@ from collections import defaultdict
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Sum
 from django.utils import timezone
 
-from evaluation.models import Agent, BenchmarkVersion, Group
+from evaluation.models import Agent, BenchmarkVersion, Category, Group, Harness
 from leaderboard import caching, recompute, stats
 from leaderboard.models import (
     AggregateVersion,
@@ -202,31 +201,16 @@ def _recompute_groups(benchmark_version: BenchmarkVersion,
                       families: list[str] | None = None) -> None:
     """Harness-family aggregates (of ``families``, or all) from the stored entries: means of
     agent-level values and pooled counts. Members are read in rank order, so float sums (and
-    the label, the top member's harness) do not depend on which path wrote the entries. Two
-    queries."""
-    entries = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
-    cells = CategoryEntry.objects.filter(entry__benchmark_version=benchmark_version)
-    if families is not None:
-        entries = entries.filter(agent__harness__family__in=families)
-        cells = cells.filter(entry__agent__harness__family__in=families)
-    members = list(
-        entries.order_by("rank", "agent__display_name", "pk")
-        .values_list("agent__harness__family", "agent__harness__display_name", "successes",
-                     "attempts", "success_rate", "imaging_macro", "text_macro")
-    )
-    pooled: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for family, group, successes, attempts in (
-        cells.values_list("entry__agent__harness__family", "category__group")
-        .annotate(s=Sum("successes"), n=Sum("attempts")).values_list(
-            "entry__agent__harness__family", "category__group", "s", "n")
-    ):
-        pooled[(family, group)] = [successes, attempts]
-    families: dict[str, list[tuple]] = defaultdict(list)
-    for m in members:
-        families[m[0]].append(m)
+    the label, the top member's harness) do not depend on which path wrote the entries. One
+    query: each entry with its imaging and text counts summed from its category rows."""
+    families_by: dict[str, list[tuple]] = defaultdict(list)
+    for m in _family_members(benchmark_version, families):
+        families_by[m[0]].append(m)
     rows = []
-    for family, ms in families.items():
+    for family, ms in families_by.items():
         successes, attempts = sum(m[2] for m in ms), sum(m[3] for m in ms)
+        imaging = [sum(m[7] for m in ms), sum(m[8] for m in ms)]
+        text = [sum(m[9] for m in ms), sum(m[10] for m in ms)]
         rows.append(GroupAggregate(
             benchmark_version=benchmark_version,
             kind=GroupAggregate.Kind.HARNESS_FAMILY,
@@ -239,7 +223,47 @@ def _recompute_groups(benchmark_version: BenchmarkVersion,
             mean_success_rate=sum(m[4] for m in ms) / len(ms),
             imaging_macro=stats.macro_mean([m[5] for m in ms if m[5] is not None]),
             text_macro=stats.macro_mean([m[6] for m in ms if m[6] is not None]),
-            imaging_pooled=_pooled(pooled.get((family, Group.IMAGING))),
-            text_pooled=_pooled(pooled.get((family, Group.TEXT))),
+            imaging_pooled=_pooled(imaging),
+            text_pooled=_pooled(text),
         ))
     GroupAggregate.objects.bulk_create(rows)
+
+
+def _family_members(benchmark_version: BenchmarkVersion, families: list[str] | None
+                    ) -> list[tuple]:
+    """(family, harness label, successes, attempts, success rate, imaging macro, text macro,
+    imaging successes, imaging attempts, text successes, text attempts) of every entry (of
+    ``families``), in rank order (then agent name, then entry). The category rows are summed
+    per entry first (a hash aggregate over the version's categories), then joined: one row
+    per entry is sorted, not one per category row."""
+    entry, standing = LeaderboardEntry._meta.db_table, EntryStanding._meta.db_table
+    agent, harness = Agent._meta.db_table, Harness._meta.db_table
+    cell, category = CategoryEntry._meta.db_table, Category._meta.db_table
+    params: list = [Group.IMAGING, Group.IMAGING, Group.TEXT, Group.TEXT,
+                    benchmark_version.pk, benchmark_version.pk]
+    where = ""
+    if families is not None:
+        if not families:
+            return []
+        where = f" AND h.family IN ({', '.join(['%s'] * len(families))})"
+        params += list(families)
+
+    def summed(column: str, name: str) -> str:
+        return f'SUM(CASE WHEN c."group" = %s THEN ce.{column} ELSE 0 END) AS {name}'
+
+    sql = (
+        "SELECT h.family, h.display_name, e.successes, e.attempts, e.success_rate, "
+        "e.imaging_macro, e.text_macro, COALESCE(g.imaging_s, 0), COALESCE(g.imaging_n, 0), "
+        "COALESCE(g.text_s, 0), COALESCE(g.text_n, 0) "
+        f"FROM {entry} e LEFT JOIN {standing} st ON st.entry_id = e.id "
+        f"JOIN {agent} a ON a.id = e.agent_id JOIN {harness} h ON h.id = a.harness_id "
+        f"LEFT JOIN (SELECT ce.entry_id, {summed('successes', 'imaging_s')}, "
+        f"{summed('attempts', 'imaging_n')}, {summed('successes', 'text_s')}, "
+        f"{summed('attempts', 'text_n')} FROM {cell} ce JOIN {category} c "
+        "ON c.id = ce.category_id WHERE c.benchmark_version_id = %s GROUP BY ce.entry_id) g "
+        "ON g.entry_id = e.id "
+        f"WHERE e.benchmark_version_id = %s{where} "
+        "ORDER BY st.rank, a.display_name, e.id")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()

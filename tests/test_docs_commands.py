@@ -29,7 +29,7 @@ DOCS = ("README.md", "CONTRIBUTING.md", "templates/leaderboard/contribute.html")
 # Run in the clone (after placeholder substitution).
 RUNNABLE = [
     r"^make run$",
-    r"^\.venv/bin/python manage\.py (new_task|sync_tasks|issue_token|load_demo|screen_trials)\b",
+    r"^\.venv/bin/python manage\.py (new_task|sync_tasks|issue_token|load_demo|screen_trials|rebuild_leaderboard)\b",
     r"^\.venv/bin/python -m pytest tests/tasks -q -p no:django -m \"not docker\"$",
 ]
 # Not run: they need Docker, a network, a remote site, or they are this test's own setup.

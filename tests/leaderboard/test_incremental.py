@@ -5,6 +5,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -370,8 +371,8 @@ def _computed(n=2):
     c = {name: [sample[kind]] * n for name, kind in recompute._ENTRY_COLUMNS
          if name != "digest"}
     c["submission_id"] = list(range(1, n + 1))
-    c["categories"] = [(sub, cat, 3, 6, 0.5, 0.2, 0.8) for sub in range(1, n + 1)
-                       for cat in (1, 2)]
+    c["categories"] = np.array([(sub, cat, 3, 6, 0.5, 0.2, 0.8) for sub in range(1, n + 1)
+                                for cat in (1, 2)], dtype=np.float64)
     return c
 
 
@@ -399,9 +400,9 @@ def test_a_digest_changes_with_any_value_written_on_the_row(change):
     elif change == "a task rate":
         c["task_rates"][0] = b"\x01" + b"\x00" * 15
     elif change == "a category rate":
-        c["categories"][1] = (1, 2, 3, 6, 0.5, 0.2, 0.81)
+        c["categories"][1, 6] = 0.81
     elif change == "a category row less":
-        del c["categories"][1]
+        c["categories"] = np.delete(c["categories"], 1, axis=0)
     else:
         required = 161
     changed = recompute.row_digests(c, required)
