@@ -417,3 +417,28 @@ def test_a_digest_ignores_how_a_decimal_is_spelled():
     c = _computed()
     c["total_cost_usd"][0] = Decimal("1.25")  # SQLite and PostgreSQL may carry other exponents
     assert recompute.row_digests(c, 162) == recompute.row_digests(_computed(), 162)
+
+
+def test_an_entry_written_again_loses_the_category_it_has_no_scored_attempt_in(
+        small_benchmark):
+    """A re-verification that confirms every attempt of a category an infrastructure error
+    leaves that entry without the category's row, exactly as a rebuild from nothing."""
+    bv, tasks = small_benchmark
+    agents = [AgentFactory(display_name=f"Agent {i}") for i in range(2)]
+    subs = [published_submission(a, tasks, p) for a, p in zip(agents, PATTERNS, strict=False)]
+    leaderboard_recompute(benchmark_version=bv)
+    category = tasks[0].category
+    in_category = [t for t in tasks if t.category_id == category.pk]
+    assert CategoryEntry.objects.filter(entry__agent=agents[0], category=category).exists()
+    Trial.objects.filter(submission=subs[0], benchmark_task__in=in_category).update(
+        outcome="infra_error", success=False, infra_confirmed=True, infra_confirmed_by="site",
+        infra_confirm_reason="test: the environment failed")
+    leaderboard_recompute(benchmark_version=bv)
+    assert not CategoryEntry.objects.filter(entry__agent=agents[0], category=category).exists()
+    assert CategoryEntry.objects.filter(entry__agent=agents[1], category=category).exists()
+    entry = LeaderboardEntry.objects.get(agent=agents[0])
+    assert entry.attempts == 15 - 3 * len(in_category)
+    incremental = _tables(bv)
+    LeaderboardEntry.objects.filter(benchmark_version=bv).delete()
+    leaderboard_recompute(benchmark_version=bv)
+    assert _tables(bv) == incremental
