@@ -169,10 +169,16 @@ def wrk_load(port: int, path: str, *, connections: int = 64, seconds: int = 30) 
          "--latency", f"http://127.0.0.1:{port}{path}"],
         capture_output=True, text=True, check=True, timeout=seconds + 120).stdout
     drain(port)
+    return parse_wrk(out)
+
+
+def parse_wrk(out: str) -> LoadResult:
+    """The figures of one ``wrk --latency`` report."""
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p50 = re.search(r"50%\s+(\S+)", out)
-    p99 = re.search(r"99%\s+(\S+)", out)
+    # The distribution's own lines: "86.50%" in the thread stats above also ends in "50%".
+    p50 = re.search(r"^\s*50%\s+(\S+)", out, flags=re.M)
+    p99 = re.search(r"^\s*99%\s+(\S+)", out, flags=re.M)
     errors = 0
     socket_errors = re.search(
         r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)

@@ -257,8 +257,8 @@ class Command(BaseCommand):
             r = web.wrk_load(server.port, path, connections=opts["connections"],
                              seconds=opts["load_seconds"])
             out.append((f"{opts['connections']} connections on {path}, {opts['load_seconds']} s",
-                        f"{r.rps:.1f} req/s, p50 {r.p50_ms:.0f} ms, p99 {r.p99_ms:.0f} ms",
-                        f"{r.errors} errors", None))
+                        f"{r.rps:.1f} req/s, p50 {r.p50_ms:.0f} ms, p99 {r.p99_ms:.0f} ms, "
+                        f"{r.errors} errors", "target 0 errors", None))
             self._say(_fmt(out[-1]))
         return out
 
