@@ -167,14 +167,13 @@ def row_digests(c: dict, required: int) -> list[str]:
                                       else np.zeros((n, 0)))
     int_bytes, float_bytes = int_rows.tobytes(), float_rows.tobytes()
     iw, fw = int_rows.shape[1] * 8, float_rows.shape[1] * 8
-    # The category rows (submission, category, counts, rate and interval), each entry's in the
-    # order given, with a null mask: one matrix sorted by submission, sliced per entry.
+    # The category rows (submission, category, counts, rate and interval; never null), each
+    # entry's in the order given: one matrix sorted by submission, sliced per entry.
     cat_bytes, cat_width, cat_start, cat_end = b"", 0, [0] * n, [0] * n
     if len(c["categories"]):
         matrix = np.asarray(c["categories"], dtype=np.float64)
-        nulls = np.zeros(matrix.shape)  # no category value is ever null (kept in the bytes)
         order = np.argsort(matrix[:, 0], kind="stable")
-        matrix = np.ascontiguousarray(np.hstack([matrix, nulls])[order])
+        matrix = np.ascontiguousarray(matrix[order])
         keys = matrix[:, 0]
         subs = np.array(c["submission_id"], dtype=np.float64)
         cat_start = np.searchsorted(keys, subs, side="left").tolist()
@@ -197,8 +196,7 @@ def row_digests(c: dict, required: int) -> list[str]:
 def _select(c: dict, keep: list[int]) -> dict:
     """The computed columns of the entries at positions ``keep`` only."""
     subs = {c["submission_id"][i] for i in keep}
-    out = {k: ([v[i] for i in keep] if isinstance(v, list) and k != "categories" else v)
-           for k, v in c.items()}
+    out = {k: ([v[i] for i in keep] if isinstance(v, list) else v) for k, v in c.items()}
     out["categories"] = c["categories"][np.isin(c["categories"][:, 0], list(subs))]
     return out
 

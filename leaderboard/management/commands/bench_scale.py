@@ -74,6 +74,10 @@ class Command(BaseCommand):
         if connections["default"].vendor != "postgresql":
             raise CommandError("bench_scale needs DATABASE_URL=postgres://... (PostgreSQL)")
         parts = {p.strip() for p in opts["only"].split(",") if p.strip()}
+        if parts - set(PARTS):
+            raise CommandError(f"--only takes {', '.join(PARTS)}, not "
+                               f"{', '.join(sorted(parts - set(PARTS)))}")
+        opts["parts"] = parts
         needed = ({"psql"} if "csv" in parts else set()) | ({"wrk"} if "load" in parts else set())
         missing = sorted(tool for tool in needed if shutil.which(tool) is None)
         if missing:  # before minutes of generating and measuring, not after
@@ -109,10 +113,7 @@ class Command(BaseCommand):
 
     def _run(self, db: dict, name: str, opts: dict) -> None:
         n = opts["agents"]
-        only = {p.strip() for p in opts["only"].split(",") if p.strip()}
-        if only - set(PARTS):
-            raise CommandError(f"--only takes {', '.join(PARTS)}, not "
-                               f"{', '.join(sorted(only - set(PARTS)))}")
+        only = opts["parts"]
         call_command("migrate", verbosity=0, interactive=False)
         started = time.perf_counter()
         if opts["database"]:
