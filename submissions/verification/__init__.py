@@ -1,7 +1,8 @@
 """Verification of a submission: re-grade every trial, replay a sample, re-run a sample.
 
 Modules: `jobs` (enqueue, publish, run, reaper), `lease` (claim, heartbeat, release),
-`checks` (the three checks), `verdict` (verdict, statistics, status-page progress), `rescore`
+`checks` (the registry of checks, one module per kind: checks/__init__.py), `verdict` (the
+verdict from every check's contribution, status-page progress), `rescore`
 (the switch that ends a re-score job of a published submission, R11).
 
 Pipeline (house style sections 5-6):

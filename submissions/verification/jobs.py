@@ -27,7 +27,7 @@ from submissions.models import (
     VerificationJob,
 )
 from submissions.states import InvalidTransition, submission_transition
-from submissions.verification.checks import _Checks, job_config
+from submissions.verification.checks import job_config, run_checks
 from submissions.verification.lease import (
     LeaseLost,
     _claim,
@@ -118,7 +118,7 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
                     status=JobStatus.CANCELLED, finished_at=timezone.now(),
                     last_error="the submission is no longer published")
                 return "cancelled"
-            _Checks(job, heartbeat).run()
+            run_checks(job, heartbeat)
             rescore_apply(job, worker)
             return "done"
         if not _submission_verifying(job):
@@ -132,7 +132,7 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
             if reaped:
                 log.warning("job %s: reaped containers of dead attempts: %s", job.pk, reaped)
                 VerificationJob.objects.filter(pk=job.pk).update(reaped=job.reaped + reaped)
-        _Checks(job, heartbeat).run()
+        run_checks(job, heartbeat)
         _finish(job, worker)
         return "done"
     except LeaseLost:

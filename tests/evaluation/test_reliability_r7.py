@@ -282,10 +282,10 @@ def test_r7_postgres_outage_between_check_row_and_trial_score(oracle, pg_proxy, 
                                                               monkeypatch):
     """The worst moment: the first trial's check row is written, its score on the trial
     (verified_reward, flags: what the leaderboard reads) not yet. Both must land, or neither."""
-    from submissions.verification import checks
+    from submissions.verification.checks import base as checks
 
     sub, job = _small_submission(oracle, attempts=2)
-    real = checks._set_trial_flag
+    real = checks.set_trial_flag
     timers = []
 
     def set_trial_flag(*a, **kw):
@@ -297,7 +297,7 @@ def test_r7_postgres_outage_between_check_row_and_trial_score(oracle, pg_proxy, 
             timers.append(t)
         return real(*a, **kw)
 
-    monkeypatch.setattr(checks, "_set_trial_flag", set_trial_flag)
+    monkeypatch.setattr(checks, "set_trial_flag", set_trial_flag)
     log: list = []
     t0 = time.time()
     _run_until_done(job, settings, log)
