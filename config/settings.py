@@ -375,6 +375,12 @@ VERIFICATION_RERUN_ATTEMPTS = env.int("VERIFICATION_RERUN_ATTEMPTS", default=1)
 VERIFICATION_INFRA_REATTEMPT_MAX = env.int("VERIFICATION_INFRA_REATTEMPT_MAX", default=10)
 # Two-sided Fisher exact test level for "re-run success differs from the claim".
 VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
+# The site secret under which the re-run sample is chosen (an HMAC of the archive's digest,
+# submissions.verification.sample). Anyone who knows it can predict a submission's sample:
+# `check --deploy` refuses the default (evaluation.E002). Also VERIFICATION_SAMPLE_SECRET_FILE.
+VERIFICATION_SAMPLE_SECRET_DEFAULT = "insecure-dev-only-sample-secret"
+VERIFICATION_SAMPLE_SECRET = _env_or_file("VERIFICATION_SAMPLE_SECRET",
+                                          default=VERIFICATION_SAMPLE_SECRET_DEFAULT)
 # Command agents the site can run, by harness slug (JSON): {"codex": {"install": "...",
 # "run": "codex exec {instruction_file}", "env": ["OPENAI_API_KEY"]}}. oracle, nop and replay
 # are built in. API keys named in "env" are read from VERIFICATION_AGENT_SECRETS.

@@ -60,9 +60,11 @@ from submissions.verification.jobs import (
     verification_run,
 )
 from submissions.verification.lease import LeaseLost, run_prefix, worker_identity
+from submissions.verification.sample import public_sample, rerun_commit, rerun_reveal
 from submissions.verification.verdict import (
     fisher_exact_two_sided,
     rerun_statistics,
+    submission_verdict_record,
     verification_progress,
     verification_summary,
 )
@@ -72,7 +74,8 @@ __all__ = [
     "VERIFICATION_FLAGS", "VERIFY_TASK", "LeaseLost", "fisher_exact_two_sided", "grader_digest",
     "grader_version",
     "job_config", "load_trajectory", "materialize_outputs", "outputs_digest",
-    "reap_stuck_submissions", "rerun_statistics", "run_prefix", "screen_trial", "task_dir_of",
+    "public_sample", "reap_stuck_submissions", "rerun_commit", "rerun_reveal", "rerun_statistics",
+    "run_prefix", "screen_trial", "submission_verdict_record", "task_dir_of",
     "verification_enqueue", "verification_progress", "verification_publish", "verification_run",
     "verification_summary", "worker_identity",
 ]

@@ -37,9 +37,9 @@ from submissions.verification.lease import (
     run_prefix,
     worker_identity,
 )
-from submissions.trials import submission_coverage_record
 from submissions.verification.rescore import rescore_apply, rescore_ready
-from submissions.verification.verdict import rerun_passed_tasks, verification_summary
+from submissions.verification.sample import rerun_reveal
+from submissions.verification.verdict import submission_verdict_record, verification_summary
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +186,10 @@ def _finish(job: VerificationJob, worker: str) -> None:
         if sub.status != SubmissionStatus.VERIFYING:
             VerificationJob.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)
             return
-        # Verified only if every counted pass was replayed or re-run (submission_coverage_record).
-        coverage = submission_coverage_record(
-            submission_id=job.submission_id, rerun_passed_task_ids=rerun_passed_tasks(job),
-            discrepancy=summary["verdict"] == SubmissionStatus.DISCREPANCY)
+        # The one verdict function (verified only when the site re-ran the agent, methods page);
+        # the re-run order and its salt are revealed with it.
+        coverage = submission_verdict_record(submission_id=job.submission_id, job=job)
+        rerun_reveal(submission_id=job.submission_id)
         verdict = coverage["verdict"]
         summary.update(verdict=verdict, coverage=coverage,
                        headline=f"{verdict}: " + summary["headline"].split(": ", 1)[1])

@@ -1,16 +1,26 @@
-"""The verdict of a verification job (re-grade and replay mismatches, the re-run's Fisher exact
-test) and the status page's view of a job's progress."""
+"""The verdict of a submission (submission_verdict_record: one function, from the trials'
+current state and the last re-run), the summary of a verification job (every registered
+check's contribution) and the status page's view of a job's progress."""
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from submissions.models import (
+    FLAG_AWAITING_JUDGE,
+    FLAG_REWARD_HACK,
     CheckKind,
-    CheckStatus,
+    JobPurpose,
     JobStatus,
+    Outcome,
     Submission,
+    SubmissionEvent,
     SubmissionStatus,
+    Trial,
     TrialCheck,
     VerificationJob,
+    VerificationLevel,
+    is_flagged,
 )
 from submissions.verification.checks import summarize
 from submissions.verification.checks.rerun import (
@@ -20,18 +30,110 @@ from submissions.verification.checks.rerun import (
     rerun_statistics,
 )
 
-__all__ = ["POWER_TARGET", "fisher_exact_two_sided", "rerun_passed_tasks", "rerun_power",
-           "rerun_statistics", "verification_progress", "verification_summary"]
+__all__ = ["POWER_TARGET", "fisher_exact_two_sided", "rerun_power", "rerun_statistics",
+           "submission_verdict_record", "verification_progress", "verification_summary"]
 
 
-def rerun_passed_tasks(job: VerificationJob) -> set[int]:
-    """Tasks whose re-run passed at least once, when the re-run as a whole agrees with the
-    claim (no significant difference); their counted passes are covered by the re-run."""
-    rerun = rerun_statistics(job)
-    if not rerun or not rerun["ran"] or rerun["significant"]:
-        return set()
-    return set(TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN, status=CheckStatus.MATCH)
-               .values_list("benchmark_task_id", flat=True))
+# Flags that contradict the claims (a discrepancy); reward_hack:RH<n> only while open (the
+# trial keeps a reward-hacking flag only until a maintainer clears it).
+_CONTRADICTING = ("regrade_mismatch", "replay_mismatch")
+
+
+def _contradicts(flags) -> bool:
+    return any(f in _CONTRADICTING or str(f).startswith(FLAG_REWARD_HACK + ":")
+               for f in flags or ())
+
+
+def _last_verification(submission_id: int) -> VerificationJob | None:
+    return (VerificationJob.objects.filter(submission_id=submission_id,
+                                           purpose=JobPurpose.VERIFY, status=JobStatus.DONE)
+            .order_by("-finished_at", "-pk").first())
+
+
+def submission_verdict_record(*, submission_id: int, job: VerificationJob | None = None) -> dict:
+    """THE verdict of a submission, from its trials' current state and its last verification's
+    re-run (VERDICT_DEFINITIONS). Called after every change to a trial (a verification, a
+    re-score, a re-screen, a clearance, an infrastructure confirmation or revocation) inside
+    that change's transaction: the badge, the status and the aggregates move together.
+
+    verified: a re-run sample was drawn and run and agrees with the claims under the stated
+    test, every counted trial was re-graded, every counted pass was reproduced or re-run, and
+    no flag is open. discrepancy: a trial carries a finding that contradicts its claim, or the
+    re-run succeeds significantly less often than claimed. Otherwise consistent, with what is
+    missing said. Returns the coverage dict stored on the submission."""
+    job = job or _last_verification(submission_id)
+    rerun = rerun_statistics(job) if job is not None else None
+    trials = Trial.objects.filter(submission_id=submission_id)
+    if rerun and rerun["ran"] and not rerun["significant"]:
+        # A re-run attempt covers only the trial it reproduces, when it agrees with its outcome.
+        agree = [pk for pk, success in trials.filter(pk__in=rerun["agreeing_trials"])
+                 .values_list("pk", "success") if success is not None]
+        trials.filter(pk__in=agree).exclude(verification_level=VerificationLevel.RERUN).update(
+            verification_level=VerificationLevel.RERUN, updated_at=timezone.now())
+    counted = trials.exclude(outcome=Outcome.INFRA_ERROR)
+    rows = list(counted.values_list("verification_level", "success", "verified_reward", "flags"))
+    graded = (VerificationLevel.REGRADED, VerificationLevel.REPRODUCED, VerificationLevel.RERUN)
+    covered = (VerificationLevel.REPRODUCED, VerificationLevel.RERUN)
+    all_flags = [f for f in trials.exclude(flags=[]).values_list("flags", flat=True) if f]
+    coverage = {
+        "counted": len(rows),
+        "passes": sum(1 for r in rows if r[1]),
+        # A reproduced trial's replay graded the same output as the submitted one.
+        "regraded": sum(1 for r in rows if r[2] is not None or r[0] in graded),
+        "reproduced": sum(1 for r in rows if r[0] == VerificationLevel.REPRODUCED),
+        "rerun": sum(1 for r in rows if r[0] == VerificationLevel.RERUN),
+        "passes_uncovered": sum(1 for r in rows if r[1] and r[0] not in covered),
+        # Findings against the claim only (is_flagged): "not replayable" or "awaiting judge"
+        # say what could not be checked, and are counted on their own.
+        "flagged": sum(is_flagged(f) for f in all_flags),
+        "awaiting_judge": sum(FLAG_AWAITING_JUDGE in f for f in all_flags),
+        "rerun_ran": bool(rerun and rerun["ran"]),
+        "rerun_contradicts": bool(rerun and rerun["significant"]),
+    }
+    why = _not_verified_because(coverage, rerun, submission_id)
+    contradicts = coverage["rerun_contradicts"] or any(_contradicts(f) for f in all_flags)
+    coverage["not_verified_because"] = why
+    coverage["verdict"] = str(SubmissionStatus.DISCREPANCY if contradicts
+                              else SubmissionStatus.CONSISTENT if why
+                              else SubmissionStatus.VERIFIED)
+    _store(submission_id, coverage)
+    return coverage
+
+
+def _not_verified_because(cov: dict, rerun: dict | None, submission_id: int) -> list[str]:
+    why = []
+    if not rerun or not rerun["ran"]:
+        reason = (rerun or {}).get("reason") or "no re-run"
+        why.append(f"not re-runnable: {reason}" if rerun else "not re-run by the site")
+    if cov["regraded"] < cov["counted"]:
+        why.append(f"{cov['counted'] - cov['regraded']} of {cov['counted']} counted trials not "
+                   "re-graded")
+    if cov["passes_uncovered"]:
+        why.append(f"{cov['passes_uncovered']} of {cov['passes']} counted passes neither "
+                   "reproduced nor re-run")
+    if cov["flagged"]:
+        why.append(f"{cov['flagged']} trial{'' if cov['flagged'] == 1 else 's'} with an open "
+                   "flag")
+    return why
+
+
+def _store(submission_id: int, coverage: dict) -> None:
+    """Store the coverage; a submission still waiting for a maintainer takes the verdict as its
+    status too (an audited change); a published one keeps its status and shows the badge."""
+    sub = Submission.objects.select_for_update().get(pk=submission_id)
+    verdict = coverage["verdict"]
+    fields = {"coverage": coverage, "is_verified": verdict == SubmissionStatus.VERIFIED,
+              "updated_at": timezone.now()}
+    if sub.status in VERDICT_STATUSES and sub.status != verdict:
+        fields["status"] = verdict
+        SubmissionEvent.objects.create(
+            submission=sub, from_status=sub.status, to_status=verdict,
+            note=f"verdict recomputed after a change to its trials: {verdict}")
+    Submission.objects.filter(pk=submission_id).update(**fields)
+
+
+VERDICT_STATUSES = (SubmissionStatus.VERIFIED, SubmissionStatus.CONSISTENT,
+                    SubmissionStatus.DISCREPANCY)
 
 
 def verification_summary(job: VerificationJob) -> dict:

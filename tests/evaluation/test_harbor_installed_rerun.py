@@ -427,7 +427,7 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
 
     def final(pk):
         s = Submission.objects.get(pk=pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     for sub in (solves, fails):
         vs.wait_for(lambda pk=sub.pk: final(pk), 1500, f"submission {sub.pk}",

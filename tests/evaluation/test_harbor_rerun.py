@@ -227,7 +227,7 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
 
     def final(pk):
         s = Submission.objects.get(pk=pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     for sub in (solves, fails):
         vs.wait_for(lambda pk=sub.pk: final(pk), 1200, f"submission {sub.pk}",
@@ -313,7 +313,7 @@ def test_claimed_infrastructure_error_reattempted_through_harbor(settings, media
                                    claims={(CT, 2): "infra"})
         verification_enqueue(submission=sub)
     sub = vs.wait_for(lambda: Submission.objects.filter(
-        pk=sub.pk, status__in=("verified", "checked", "discrepancy", "failed")).first(),
+        pk=sub.pk, status__in=("verified", "consistent", "discrepancy", "failed")).first(),
         900, f"submission {sub.pk}", worker=rerun_worker, interval=2)
     check = TrialCheck.objects.get(trial__submission=sub, kind=CheckKind.INFRA)
     assert check.status == "mismatch", (check.reason, rerun_worker.tail())

@@ -35,7 +35,7 @@ def _media_and_broker(settings, media_root):
     # In-process tests publish where no worker listens; tests on the worker use `on_worker`.
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
-    # Re-grade only: a clean job ends "checked" (no pass replayed or re-run; issue 8).
+    # Re-grade only: a clean job ends "consistent" (no pass replayed or re-run; issue 8).
     settings.VERIFICATION_CHECKS = ["regrade"]
     settings.VERIFICATION_HEARTBEAT_S = 1
     vs.point_celery_at(vs.BROKER_URL)
@@ -57,7 +57,7 @@ def _final(sub, worker, timeout=180):
     from submissions.models import Submission
 
     return vs.wait_for(
-        lambda: (s := Submission.objects.get(pk=sub.pk)).status in ("verified", "checked",
+        lambda: (s := Submission.objects.get(pk=sub.pk)).status in ("verified", "consistent",
                                                                     "discrepancy", "failed") and s,
         timeout, f"submission {sub.pk} to finish", worker=worker)
 
@@ -108,7 +108,7 @@ def test_r2_duplicate_delivery_is_a_noop(oracle):
     # Redelivery after the end: no-op, nothing rewritten, status never goes backwards.
     assert verification_run(job_id=job.pk) == "final"
     sub.refresh_from_db()
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
                 .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
@@ -195,7 +195,7 @@ def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
     real = jobs.submission_transition
 
     def flaky(*, submission, to_status, **kw):
-        if to_status in ("verified", "checked", "discrepancy"):
+        if to_status in ("verified", "consistent", "discrepancy"):
             raise OperationalError("server closed the connection unexpectedly")
         return real(submission=submission, to_status=to_status, **kw)
 
@@ -209,7 +209,7 @@ def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
     monkeypatch.setattr(jobs, "submission_transition", real)
     assert verification.verification_run(job_id=job.pk) == "done"  # the retry
     sub.refresh_from_db()
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
                 .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
@@ -270,7 +270,7 @@ def test_r5_broker_down_at_submit_loses_nothing(oracle, on_worker):
     assert job.pk in report["published"]
     assert verification_publish(job_id=job.pk)  # and a duplicate message (R2 on a real worker)
     sub = _final(sub, on_worker)
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
                 .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
@@ -336,7 +336,7 @@ def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
     os.kill(pid, signal.SIGKILL)  # the pool child running the job
     sub = _final(sub, on_worker)
     j = VerificationJob.objects.get(pk=job.pk)
-    assert sub.status == "checked", (j.summary, on_worker.tail())
+    assert sub.status == "consistent", (j.summary, on_worker.tail())
     assert j.attempt == 2  # redelivered and re-run exactly once more
     checks = TrialCheck.objects.filter(job=job)
     # Each trial re-graded once and each (oracle) pass screened once (issue 14), no duplicate.
@@ -361,7 +361,7 @@ def test_r10_sigterm_drains_the_running_job(oracle, media_root, settings):
                 interval=0.1, worker=w)
     assert w.stop(signal.SIGTERM, timeout=120) == 0  # warm shutdown: waits for the job
     sub.refresh_from_db()
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     checks = TrialCheck.objects.filter(job=job)
     assert checks.filter(kind="regrade").count() == 3 == checks.filter(kind="screen").count()
 

@@ -55,7 +55,7 @@ def _wait_final(sub, worker, timeout=300):
 
     def final():
         s = Submission.objects.get(pk=sub.pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     return vs.wait_for(final, timeout, f"submission {sub.pk} to be verified", worker=worker)
 
@@ -90,10 +90,10 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
     tampered = _wait_final(tampered, on_worker)
 
     # Every check agrees, but only the re-run's 2 tasks cover their passes: checked, not verified.
-    assert honest.status == "checked", (_job(honest).summary, on_worker.tail())
+    assert honest.status == "consistent", (_job(honest).summary, on_worker.tail())
     assert not honest.is_verified and honest.trials_done == honest.trials_total == 21
     job = _job(honest)
-    assert job.status == JobStatus.DONE and job.verdict == "checked"
+    assert job.status == JobStatus.DONE and job.verdict == "consistent"
     assert {k: honest.coverage[k] for k in ("counted", "passes", "regraded", "replayed",
                                             "rerun", "passes_uncovered")} == {
         "counted": 21, "passes": 21, "regraded": 21, "replayed": 0, "rerun": 6,
@@ -249,7 +249,7 @@ def test_a_pass_that_cannot_be_replayed_leaves_the_submission_checked_not_verifi
         job = verification_enqueue(submission=sub)
     assert verification_run(job_id=job.pk) == "done"
     sub.refresh_from_db()
-    assert sub.status == "checked" and not sub.is_verified
+    assert sub.status == "consistent" and not sub.is_verified
     trial = sub.trials.get()
     assert (trial.verification_level, trial.flags) == ("re-graded", ["not_replayable"])
     assert sub.coverage["passes_uncovered"] == 1
@@ -356,7 +356,7 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     assert verification_run(job_id=job.pk) == "done"
     sub.refresh_from_db()
     # Re-graded only (VERIFICATION_CHECKS): checked, not verified.
-    assert sub.status == "checked", job.__class__.objects.get(pk=job.pk).summary
+    assert sub.status == "consistent", job.__class__.objects.get(pk=job.pk).summary
     assert sub.trials.filter(verified_reward=1.0).count() == 21
     thread.join(timeout=60)
     assert result.get("exit") == 0, (printed.getvalue(), errors.getvalue())
@@ -372,7 +372,7 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     submission_publish(submission=sub, actor=maintainer)
     entry = LeaderboardEntry.objects.get(submission=sub)
     assert (entry.successes, entry.attempts, entry.verified) == (21, 21, False)
-    assert entry.verification_level == "checked"
+    assert entry.verification_level == "consistent"
     public = Client()
     csv = b"".join(public.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
     assert b"Oracle" in csv and b",verified" in csv
@@ -420,9 +420,9 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
     assert scripted_rerun.verified_reward == 1.0, scripted_rerun.detail
     assert "installed" in scripted_rerun.detail["log_tail"]
     # Re-run covers the passes, but nothing was re-graded (re-run only): checked.
-    assert scripted.status == "checked"
+    assert scripted.status == "consistent"
     assert (scripted.coverage["rerun"], scripted.coverage["regraded"]) == (3, 0)
     # A harness the site cannot run is reported; nothing covers the passes: not verified.
     not_runnable = TrialCheck.objects.get(job=jobs[2], kind=CheckKind.RERUN)
     assert not_runnable.status == "not_runnable" and "mystery" in not_runnable.reason
-    assert unknown.status == "checked" and unknown.coverage["passes_uncovered"] == 1
+    assert unknown.status == "consistent" and unknown.coverage["passes_uncovered"] == 1

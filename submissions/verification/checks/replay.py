@@ -135,7 +135,7 @@ class Replay(Check):
                 duration_s=time.time() - t0,
                 judge=v.judge))
             base.set_trial_flag(trial.pk, FLAG_REPLAY, not reproduced,
-                            level=VerificationLevel.REPLAYED if reproduced else None)
+                            level=VerificationLevel.REPRODUCED if reproduced else None)
 
 
     def summarize(self, job, checks) -> Contribution:

@@ -3,7 +3,6 @@ success with the claim on the same tasks."""
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
 import time
@@ -14,7 +13,15 @@ from scipy.stats import binom, fisher_exact
 
 from evaluation import agents, judging, runner
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
-from submissions.models import CheckKind, CheckStatus, Trial, TrialCheck, VerificationJob
+from submissions.models import (
+    CheckKind,
+    CheckStatus,
+    Submission,
+    Trial,
+    TrialCheck,
+    VerificationJob,
+)
+from submissions.verification.sample import rerun_commit
 from submissions.verification.checks.base import (
     Check,
     CheckContext,
@@ -78,35 +85,69 @@ def rerun_power(n_rerun: int, c_pass: int, c_fail: int, alpha: float,
             "power_if_all_fail": at_zero, "statement": statement}
 
 
+def paired_inflation_p(b: int, c: int) -> float:
+    """One-sided exact test (McNemar's, as a binomial) of the discordant pairs: b claimed passes
+    that failed when the site re-ran that task and attempt, c claimed failures that passed. An
+    honest stochastic agent's claim and re-run are two draws of the same trial, so b and c are
+    equally likely; claims inflated by turning failures into passes make b larger.
+    p = P(X >= b) for X ~ Binomial(b + c, 1/2)."""
+    n = b + c
+    if n == 0 or b == 0:
+        return 1.0
+    return float(binom.sf(b - 1, n, 0.5))
+
+
+def rerun_pairs(job: VerificationJob) -> list[dict]:
+    """(task, attempt, claimed success, re-run success) of every trial the job re-ran."""
+    ran = TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN,
+                                    status__in=(CheckStatus.MATCH, CheckStatus.MISMATCH))
+    rows = list(ran.values_list("benchmark_task_id", "sample_index", "verified_reward",
+                                "duration_s"))
+    claimed = {(t, a): (c, pk) for t, a, c, pk in Trial.objects.filter(
+        submission_id=job.submission_id, benchmark_task_id__in={r[0] for r in rows}).values_list(
+        "benchmark_task_id", "attempt", "claimed_success", "pk")}
+    pairs = []
+    for task_id, attempt, reward, seconds in rows:
+        if (task_id, attempt) not in claimed:
+            continue  # a sample row of an attempt the submission does not have: not paired
+        success, trial_id = claimed[(task_id, attempt)]
+        pairs.append({"task": task_id, "attempt": attempt, "trial": trial_id,
+                      "claimed": bool(success), "rerun": (reward or 0.0) >= 1.0,
+                      "seconds": seconds})
+    return pairs
+
+
 def rerun_statistics(job: VerificationJob) -> dict | None:
     reruns = list(TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN))
-    ran = [r for r in reruns if r.status in (CheckStatus.MATCH, CheckStatus.MISMATCH)]
-    if not ran:
+    pairs = rerun_pairs(job)
+    if not pairs:
         reason = reruns[0].reason if reruns else "re-run not configured"
         return {"ran": False, "reason": reason, "significant": False}
-    tasks = {r.benchmark_task_id for r in ran}
-    claimed = Trial.objects.filter(submission_id=job.submission_id, benchmark_task_id__in=tasks)
-    c_pass = claimed.filter(claimed_success=True).count()
-    c_fail = claimed.count() - c_pass
-    r_pass = sum(1 for r in ran if (r.verified_reward or 0) >= 1.0)
-    r_fail = len(ran) - r_pass
-    p = fisher_exact_two_sided(r_pass, r_fail, c_pass, c_fail)
+    b = sum(1 for x in pairs if x["claimed"] and not x["rerun"])
+    c = sum(1 for x in pairs if x["rerun"] and not x["claimed"])
+    c_pass = sum(1 for x in pairs if x["claimed"])
+    r_pass = sum(1 for x in pairs if x["rerun"])
+    p = paired_inflation_p(b, c)
     alpha = (job.config or {}).get("rerun_alpha", settings.VERIFICATION_RERUN_ALPHA)
     return {
         "ran": True,
-        "tasks": len(tasks),
+        "tasks": len({x["task"] for x in pairs}),
         "rerun_success": r_pass,
-        "rerun_runs": len(ran),
-        "rerun_rate": r_pass / len(ran),
+        "rerun_runs": len(pairs),
+        "rerun_rate": r_pass / len(pairs),
         "claimed_success": c_pass,
-        "claimed_runs": c_pass + c_fail,
-        "claimed_rate": c_pass / max(1, c_pass + c_fail),
-        "test": "Fisher exact, two-sided (re-run vs claimed pass/fail on the same tasks)",
+        "claimed_runs": len(pairs),
+        "claimed_rate": c_pass / len(pairs),
+        "claimed_pass_rerun_fail": b,
+        "claimed_fail_rerun_pass": c,
+        "test": ("paired exact test, one-sided (McNemar): claimed vs re-run success of the "
+                 "same task and attempt"),
         "p_value": p,
         "alpha": alpha,
         "significant": p < alpha,
-        "power": rerun_power(len(ran), c_pass, c_fail, alpha),
-        "seconds_per_trial": (sum(r.duration_s or 0.0 for r in ran) / len(ran)),
+        "agreeing_trials": sorted(x["trial"] for x in pairs if x["claimed"] == x["rerun"]),
+        "power": rerun_power(len(pairs), c_pass, len(pairs) - c_pass, alpha),
+        "seconds_per_trial": (sum(x["seconds"] or 0.0 for x in pairs) / len(pairs)),
     }
 
 
@@ -116,9 +157,9 @@ class Rerun(Check):
     runs = ("the submission's harness and model (the site's key and endpoint) on a sample of "
             "tasks, through the real Harbor CLI for Harbor harnesses; the output is graded by "
             "the site's verifier")
-    contributes = ("re-run vs claimed success on the same tasks (the stated test); a "
-                   "significant difference is a discrepancy; agreeing re-run passes cover the "
-                   "counted passes of their tasks")
+    contributes = ("claimed vs re-run success of the same task and attempt, paired (the "
+                   "stated test); significantly fewer re-run successes is a discrepancy; a trial "
+                   "whose re-run agrees with its outcome reaches the level re-run")
     report_order = 3
 
     def run(self, ctx: CheckContext) -> None:
@@ -138,21 +179,25 @@ class Rerun(Check):
             ctx.parallel(lambda item: self.check(ctx, item), todo)
 
     def sample(self, ctx: CheckContext) -> list[tuple]:
-        rng = random.Random(f"{settings.LEADERBOARD_RANDOM_SEED}:{ctx.sub.pk}:rerun")
-        tasks = {t.benchmark_task_id: t.benchmark_task for t in ctx.trials}
-        chosen = sorted(tasks.values(), key=lambda t: (t.position, t.pk))
-        k = min(len(chosen), max(0, int(ctx.config["rerun_tasks"])))
-        chosen = sorted(rng.sample(chosen, k), key=lambda t: (t.position, t.pk))
-        return [(task, i) for task in chosen
-                for i in range(max(1, int(ctx.config["rerun_attempts"])))]
+        """(task, attempt) pairs from the front of the submission's committed re-run order
+        (submissions.verification.sample: secret, fixed at intake, revealed with the verdict).
+        A re-run attempt reproduces exactly the trial with that task and attempt."""
+        rerun_commit(submission_id=ctx.sub.pk)  # intake made it; kept if so
+        order = Submission.objects.values_list("rerun_sample", flat=True).get(pk=ctx.sub.pk)
+        tasks = {t.benchmark_task.name: t.benchmark_task for t in ctx.trials}
+        size = max(0, int(ctx.config["rerun_tasks"])) * max(1, int(ctx.config["rerun_attempts"]))
+        return [(tasks[name], int(attempt)) for name, attempt in order[:size] if name in tasks]
 
-    def claimed_rate(self, ctx: CheckContext, task) -> float:
-        claimed_trials = [t for t in ctx.trials if t.benchmark_task_id == task.pk]
-        return sum(1 for t in claimed_trials if t.claimed_success) / max(1, len(claimed_trials))
+    def claimed(self, ctx: CheckContext, task, attempt: int) -> float | None:
+        """The claimed success (1/0) of the trial a re-run attempt reproduces."""
+        for t in ctx.trials:
+            if t.benchmark_task_id == task.pk and t.attempt == attempt:
+                return 1.0 if t.claimed_success else 0.0
+        return None
 
     def check(self, ctx: CheckContext, item) -> None:
         task, k = item
-        claimed = self.claimed_rate(ctx, task)
+        claimed = self.claimed(ctx, task, k)
         agent, why = ctx.rerun_agent()
         if agent is None:
             ctx.record(CheckKind.RERUN, task=task, sample_index=k, res=Result(
@@ -184,7 +229,6 @@ class Rerun(Check):
         """Re-run one task len(ks) times with the real Harbor CLI; grade each trial's outputs
         with the site's verifier, like a re-grade."""
         task, ks = group
-        claimed = self.claimed_rate(ctx, task)
         task_dir = task_dir_of(task)
         with tempfile.TemporaryDirectory(prefix="hab-harbor-") as tmp:
             hb = agents.run_harbor_agent(agent, task_dir, job_id=ctx.job_id(f"k{task.pk}-hb"),
@@ -218,8 +262,8 @@ class Rerun(Check):
                     if trial.exception_type else ""
                 ctx.record(CheckKind.RERUN, task=task, sample_index=k, res=Result(
                     CheckStatus.MATCH if reward >= 1.0 else CheckStatus.MISMATCH,
-                    verified_reward=reward, claimed_reward=claimed, reproduced=reward >= 1.0,
-                    reason=reason[:2000], detail={
+                    verified_reward=reward, claimed_reward=self.claimed(ctx, task, k),
+                    reproduced=reward >= 1.0, reason=reason[:2000], detail={
                         "agent": agent.name, "kind": agent.kind, "model": agent.model,
                         "harness_version": agent.version, "agent_version": trial.agent_version,
                         "harbor_version": runner.harbor_version(),
@@ -242,8 +286,8 @@ class Rerun(Check):
         headline = ""
         if stats and stats["ran"]:
             headline = (f"re-run {stats['rerun_success']}/{stats['rerun_runs']} vs claimed "
-                        f"{stats['claimed_success']}/{stats['claimed_runs']} "
-                        f"(Fisher p={stats['p_value']:.3g}"
+                        f"{stats['claimed_success']}/{stats['claimed_runs']} claimed on the "
+                        f"same trials (paired p={stats['p_value']:.3g}"
                         f"{', significant' if stats['significant'] else ''})")
         return Contribution("rerun", stats, headline=headline,
                             contradicts=bool(stats and stats["significant"]))
