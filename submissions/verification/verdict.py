@@ -72,14 +72,14 @@ def submission_verdict_record(*, submission_id: int, job: VerificationJob | None
             verification_level=VerificationLevel.RERUN, updated_at=timezone.now())
     counted = trials.exclude(outcome=Outcome.INFRA_ERROR)
     rows = list(counted.values_list("verification_level", "success", "verified_reward", "flags"))
-    graded = (VerificationLevel.REGRADED, VerificationLevel.REPRODUCED, VerificationLevel.RERUN)
     covered = (VerificationLevel.REPRODUCED, VerificationLevel.RERUN)
     all_flags = [f for f in trials.exclude(flags=[]).values_list("flags", flat=True) if f]
     coverage = {
         "counted": len(rows),
         "passes": sum(1 for r in rows if r[1]),
         # A reproduced trial's replay graded the same output as the submitted one.
-        "regraded": sum(1 for r in rows if r[2] is not None or r[0] in graded),
+        "regraded": sum(1 for r in rows
+                        if r[2] is not None or r[0] == VerificationLevel.REPRODUCED),
         "reproduced": sum(1 for r in rows if r[0] == VerificationLevel.REPRODUCED),
         "rerun": sum(1 for r in rows if r[0] == VerificationLevel.RERUN),
         "passes_uncovered": sum(1 for r in rows if r[1] and r[0] not in covered),
@@ -103,8 +103,11 @@ def submission_verdict_record(*, submission_id: int, job: VerificationJob | None
 def _not_verified_because(cov: dict, rerun: dict | None, submission_id: int) -> list[str]:
     why = []
     if not rerun or not rerun["ran"]:
-        reason = (rerun or {}).get("reason") or "no re-run"
-        why.append(f"not re-runnable: {reason}" if rerun else "not re-run by the site")
+        reason = (rerun or {}).get("reason") or ""
+        why.append(f"not re-runnable: {reason}" if (rerun or {}).get("not_runnable")
+                   else "not re-run by the site" + (f" ({reason})" if reason else ""))
+    elif rerun.get("decision") == "inconclusive":
+        why.append("the re-run was inconclusive at its cap")
     if cov["regraded"] < cov["counted"]:
         why.append(f"{cov['counted'] - cov['regraded']} of {cov['counted']} counted trials not "
                    "re-graded")

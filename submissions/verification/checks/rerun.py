@@ -121,8 +121,10 @@ def rerun_statistics(job: VerificationJob) -> dict | None:
     reruns = list(TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN))
     pairs = rerun_pairs(job)
     if not pairs:
-        reason = reruns[0].reason if reruns else "re-run not configured"
-        return {"ran": False, "reason": reason, "significant": False}
+        blocked = [r for r in reruns if r.status == CheckStatus.NOT_RUNNABLE]
+        reason = (blocked or reruns)[0].reason if reruns else "re-run not configured"
+        return {"ran": False, "reason": reason, "significant": False,
+                "not_runnable": bool(blocked)}
     b = sum(1 for x in pairs if x["claimed"] and not x["rerun"])
     c = sum(1 for x in pairs if x["rerun"] and not x["claimed"])
     c_pass = sum(1 for x in pairs if x["claimed"])
