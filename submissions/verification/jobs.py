@@ -87,6 +87,23 @@ def verification_publish(*, job_id: int) -> bool:
     return True
 
 
+def queue_ready_messages(queue: str) -> int | None:
+    """Messages waiting in `queue` that no worker has taken yet; None when the broker does not
+    answer. Unacknowledged messages (a worker holds them) are not counted, on Redis and RabbitMQ.
+    """
+    try:
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1)
+            try:
+                return int(conn.default_channel.queue_declare(
+                    queue=queue, passive=True).message_count)
+            except conn.channel_errors:  # Redis: an empty queue has no key; RabbitMQ: no such queue
+                return 0
+    except Exception as exc:  # noqa: BLE001 - the broker's errors vary by transport
+        log.warning("could not count the messages of queue %s: %s", queue, exc)
+        return None
+
+
 def verification_run(*, job_id: int, worker: str | None = None) -> str:
     """Run one verification job to its verdict. Returns what happened (for logs and tests).
 
@@ -250,9 +267,19 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
             job = verification_enqueue(submission=sub)  # publishes at once (no transaction)
             report["enqueued"].append(job.pk)
             published.add(job.pk)
+        # Pending jobs to publish again: never published (the broker was down); published long
+        # ago (a message lost behind a long queue); or published a while ago while the queue
+        # now holds no ready message (issue 30). A pending job's message is then out of the
+        # queue, and no worker started it: the worker holding it died (a prefetched message
+        # of a SIGKILLed worker waits for the broker's visibility timeout) or holds it for a
+        # retry's countdown. Either way a new copy costs one no-op claim at most (R2), and a
+        # queue with ready messages is never flooded with copies.
         republish_before = now - timedelta(seconds=settings.VERIFICATION_REPUBLISH_AFTER_S)
-        unsent = (VerificationJob.objects.filter(status=JobStatus.PENDING)
-                  .filter(Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=republish_before))
+        due = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=republish_before)
+        if queue_ready_messages(settings.VERIFICATION_QUEUE) == 0:
+            due |= Q(enqueued_at__lt=now - timedelta(
+                seconds=settings.VERIFICATION_UNCLAIMED_AFTER_S))
+        unsent = (VerificationJob.objects.filter(status=JobStatus.PENDING).filter(due)
                   .exclude(pk__in=published).order_by("created_at")[:batch])
         for job in unsent:
             if verification_publish(job_id=job.pk):
