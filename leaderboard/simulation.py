@@ -31,7 +31,7 @@ from scipy import optimize
 from scipy.special import expit
 
 from leaderboard import stats
-from submissions.verification.design import Design, inflate
+from submissions.verification.design import TASK_SD, Design, inflate
 from submissions.verification.design import simulate as simulate_design
 
 ATTEMPTS = 3
@@ -452,7 +452,7 @@ def committed_table(path: Path = CSV_PATH) -> dict:
 # submissions, with the design's own engine (submissions.verification.design)
 # ---------------------------------------------------------------------------------------------
 
-RERUN_SHAPE = Shape((("all", 54, 0.0),), task_sd=1.5, interaction_sd=0.0)
+RERUN_SHAPE = Shape((("all", 54, 0.0),), task_sd=TASK_SD, interaction_sd=0.0)
 RERUN_RATES = (0.20, 0.25, 0.30, 0.35, 0.40, 0.45)
 RERUN_INFLATIONS = (0.05, 0.10, 0.15, 0.20)
 RERUN_CSV_PATH = Path(__file__).with_name("data") / "rerun_design.csv"

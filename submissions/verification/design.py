@@ -60,7 +60,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import comb
+from scipy import optimize
+from scipy.special import comb, expit
 from scipy.stats import norm
 
 CONSISTENT = "consistent"
@@ -69,6 +70,9 @@ INCONCLUSIVE = "inconclusive"
 SPENDING = ("pocock", "obrien-fleming", "linear")
 STRATA = ("task", "trial")
 POWER_TARGET = 0.8
+# The spread (logit sd) of task difficulty the power statement assumes, as the methods page's
+# table does (leaderboard.simulation.RERUN_SHAPE).
+TASK_SD = 1.5
 _TOL = 1e-12
 _CODES = {0: INCONCLUSIVE, 1: CONSISTENT, 2: INFLATED}
 
@@ -498,53 +502,57 @@ def simulate(design: Design, claimed: np.ndarray, p: np.ndarray, rng: np.random.
     return run_design(*args, strata_looks, design.spent(looks), design.futility_z)
 
 
-def describe_power(candidates: Sequence[Trial], design: Design, *, target: float = POWER_TARGET,
-                   reps: int = 2000, seed: int = 0) -> dict:
-    """What the design detects against this submission's own claims, and the sentence the
-    submission page shows.
+_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(61)
+_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
 
-    Seeded simulation with the design's engine: for an inflation of d points, d x (number of
-    trials) of the claimed passes are false (chosen at random); each task's true success
-    probability is drawn from its posterior given the remaining (honest) outcomes,
-    Beta(passes + 1/2, failures + 1/2); the site's re-runs are fresh draws from it, in a random
+
+def ability_for(rate: float, task_sd: float) -> float:
+    """The logit ability theta whose expected success rate over tasks of logit-normal difficulty
+    (sd ``task_sd``) is ``rate``: mean of expit(theta + task_sd Z) = rate."""
+    rate = min(max(rate, 1e-4), 1 - 1e-4)
+    return float(optimize.brentq(lambda th: expit(th + task_sd * _NODES) @ _WEIGHTS - rate,
+                                 -40.0, 40.0))
+
+
+def describe_power(candidates: Sequence[Trial], design: Design, *, task_sd: float = TASK_SD,
+                   target: float = POWER_TARGET, reps: int = 2000, seed: int = 0) -> dict:
+    """What the design detects against this submission's claims, and the sentence the submission
+    page shows.
+
+    Seeded simulation with the design's engine, on the model of the methods page's table: a
+    benchmark of this submission's size (its tasks, its attempts per task) whose task difficulty
+    is logit-normal (sd ``task_sd``), an agent whose true rate is the claimed rate minus d points,
+    and claims inflated by d points (that many of its failed trials claimed as passes, so the
+    claimed rate is what this submission claims); the site's re-runs are fresh draws in a random
     secret order. The detectable inflation is the smallest whole number of points detected with
-    at least ``target`` power (found by bisection: larger inflations are detected more often).
-    The false-alarm rate is the design's alpha, exact whatever the tasks' difficulties.
+    at least ``target`` power (bisection: larger inflations are detected more often). The
+    false-alarm rate is the design's alpha, exact whatever the tasks' difficulties.
 
     Returns {"points" (None: no inflation these claims allow reaches the target), "power" (at
-    those points), "alpha", "target", "cap" (re-run trials at most), "looks", "reps", "seed",
-    "sentence"}."""
+    those points), "claimed_rate", "alpha", "target", "cap" (re-run trials at most), "looks",
+    "task_sd", "reps", "seed", "sentence"}."""
     tasks = list(dict.fromkeys(t.task for t in candidates))
     looks = design.looks(len(tasks))
     cap = min(looks[-1] * design.reruns_per_task, len(candidates)) if looks else 0
+    claimed_rate = (sum(bool(t.claimed) for t in candidates) / len(candidates)
+                    if candidates else 0.0)
     base = {"alpha": design.alpha, "target": target, "cap": cap, "looks": list(looks),
-            "reps": reps, "seed": seed}
+            "claimed_rate": claimed_rate, "task_sd": task_sd, "reps": reps, "seed": seed}
     if not looks:
         return {**base, "points": None, "power": 0.0,
                 "sentence": "The site re-runs no trial of this submission: the caps allow none."}
-    attempts = max(sum(1 for t in candidates if t.task == k) for k in tasks)
-    grid = np.zeros((len(tasks), attempts), dtype=bool)
-    present = np.zeros_like(grid)
-    index = {k: i for i, k in enumerate(tasks)}
-    fill = [0] * len(tasks)
-    for t in candidates:
-        i = index[t.task]
-        grid[i, fill[i]], present[i, fill[i]] = bool(t.claimed), True
-        fill[i] += 1
-    n_trials, passes = int(present.sum()), int(grid.sum())
+    n_tasks = len(tasks)
+    attempts = max(1, round(len(candidates) / n_tasks))
 
     def power(points: int) -> float:
         rng = np.random.default_rng([seed, points])
-        flat = np.broadcast_to(grid.ravel(), (reps, grid.size))
-        k = int(round(points / 100 * n_trials))
-        keys = rng.random(flat.shape) - flat  # the claimed passes first, in random order
-        false = (np.argsort(np.argsort(keys, axis=1), axis=1) < k) & flat
-        honest = (flat & ~false).reshape(reps, *grid.shape).sum(axis=2)
-        p = rng.beta(honest + 0.5, present.sum(axis=1)[None, :] - honest + 0.5)
-        claimed = np.broadcast_to(grid, (reps, *grid.shape))
-        return float((simulate(design, claimed, p, rng, present).status == 2).mean())
+        theta = ability_for(claimed_rate - points / 100, task_sd)
+        p = expit(theta + task_sd * rng.standard_normal((reps, n_tasks)))
+        truth = rng.random((reps, n_tasks, attempts)) < p[..., None]
+        claimed = inflate(truth, points / 100, rng)
+        return float((simulate(design, claimed, p, rng).status == 2).mean())
 
-    top = int(math.floor(100 * passes / n_trials))
+    top = int(math.floor(100 * claimed_rate))
     at_top = power(top) if top >= 1 else 0.0
     if at_top < target:
         sentence = (f"With at most {cap} re-run trials, no inflation of these claims is detected "
