@@ -396,7 +396,7 @@ def decision(state: RerunState) -> dict:
     queue = state.queue()
     done = state.completed()
     ran = [t for group in queue[:done] for t in group]
-    base = {"looks": list(looks), "alpha": design.alpha, "test": test_name(design),
+    base = {"looks": list(looks), "alpha": design.alpha, "test": describe_test(design),
             "b": sum(1 for t in ran if t.claimed and not state.results[t.key]),
             "c": sum(1 for t in ran if not t.claimed and state.results[t.key]),
             "covered": [t.key for t in ran], "tasks": done, "trials": len(ran), "look": 0,
@@ -438,7 +438,7 @@ def next_stage(state: RerunState) -> list[Trial] | None:
     return [t for group in state.queue()[:target] for t in group if t.key not in state.results]
 
 
-def test_name(design: Design) -> str:
+def describe_test(design: Design) -> str:
     what = ("re-runs against their task's claims, stratified by task"
             if design.stratum == "task" else "McNemar: each re-run against its own claim")
     return (f"exact conditional one-sided test ({what}), sequential with {design.spending} "
