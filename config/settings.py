@@ -397,6 +397,21 @@ VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
 VERIFICATION_SAMPLE_SECRET_DEFAULT = "insecure-dev-only-sample-secret"
 VERIFICATION_SAMPLE_SECRET = _env_or_file("VERIFICATION_SAMPLE_SECRET",
                                           default=VERIFICATION_SAMPLE_SECRET_DEFAULT)
+# The sequential re-run design (submissions/verification/design.py; methods page, "How many
+# re-runs"): re-run one trial of FIRST_TASKS tasks (in the secret order), then STEP_TASKS more per
+# look while the exact test (level VERIFICATION_RERUN_ALPHA, spread over the looks by SPENDING:
+# pocock, obrien-fleming or linear) is inconclusive, never more than MAX_TRIALS re-run trials nor
+# MAX_COST_USD of model cost (at the per-trial cost estimate; 0: no cost cap). Before the last look
+# the design stops as consistent when the re-runs fall short of the claims by less than
+# FUTILITY_Z standard deviations. PER_TASK: re-run trials per task (1 gives the most power per
+# re-run). Chosen by `manage.py simulate_stats --only rerun` (leaderboard/data/rerun_design.csv).
+VERIFICATION_RERUN_FIRST_TASKS = env.int("VERIFICATION_RERUN_FIRST_TASKS", default=16)
+VERIFICATION_RERUN_STEP_TASKS = env.int("VERIFICATION_RERUN_STEP_TASKS", default=6)
+VERIFICATION_RERUN_PER_TASK = env.int("VERIFICATION_RERUN_PER_TASK", default=1)
+VERIFICATION_RERUN_MAX_TRIALS = env.int("VERIFICATION_RERUN_MAX_TRIALS", default=54)
+VERIFICATION_RERUN_MAX_COST_USD = env.float("VERIFICATION_RERUN_MAX_COST_USD", default=100.0)
+VERIFICATION_RERUN_FUTILITY_Z = env.float("VERIFICATION_RERUN_FUTILITY_Z", default=0.5)
+VERIFICATION_RERUN_SPENDING = env.str("VERIFICATION_RERUN_SPENDING", default="pocock")
 # Command agents the site can run, by harness slug (JSON): {"codex": {"install": "...",
 # "run": "codex exec {instruction_file}", "env": ["OPENAI_API_KEY"]}}. oracle, nop and replay
 # are built in. API keys named in "env" are read from VERIFICATION_AGENT_SECRETS.

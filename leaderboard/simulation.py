@@ -23,7 +23,7 @@ from __future__ import annotations
 import csv
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,8 @@ from scipy import optimize
 from scipy.special import expit
 
 from leaderboard import stats
+from submissions.verification.design import TASK_SD, Design, inflate
+from submissions.verification.design import simulate as simulate_design
 
 ATTEMPTS = 3
 TRUE_RATES = (0.05, 0.10, 0.20, 0.30, 0.40, 0.50, 0.60)
@@ -443,3 +445,162 @@ def committed_table(path: Path = CSV_PATH) -> dict:
         "bias": biases,
         "max_bias_complete": max(abs(b["bias"]) for b in biases if "lost" not in b["scenario"]),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# The re-run design (issue 22, point 4): detection, false alarms and cost on simulated
+# submissions, with the design's own engine (submissions.verification.design)
+# ---------------------------------------------------------------------------------------------
+
+RERUN_SHAPE = Shape((("all", 54, 0.0),), task_sd=TASK_SD, interaction_sd=0.0)
+RERUN_RATES = (0.20, 0.25, 0.30, 0.35, 0.40, 0.45)
+RERUN_INFLATIONS = (0.05, 0.10, 0.15, 0.20)
+RERUN_CSV_PATH = Path(__file__).with_name("data") / "rerun_design.csv"
+RERUN_SITE = "site design"
+HONEST = "honest"
+
+
+def inflated_scenario(points: float) -> str:
+    return f"claims inflated by {points * 100:.0f} points"
+
+
+def rerun_designs(site) -> dict:
+    """The designs the table compares: the site's (from settings), McNemar with the same caps,
+    and what more re-runs buy: one re-run of every task, two re-runs per task (sequential)."""
+    n_tasks = RERUN_SHAPE.n_tasks
+    return {
+        RERUN_SITE: site,
+        "McNemar (each re-run against its own claim), same caps": replace(site,
+                                                                          stratum="trial"),
+        f"one re-run of every task ({n_tasks} trials, one look)": Design(
+            first=n_tasks, step=n_tasks, max_trials=n_tasks, alpha=site.alpha),
+        f"two re-runs per task, sequential (cap {2 * n_tasks} trials)": replace(
+            site, first=n_tasks // 2, step=n_tasks // 6, max_trials=2 * n_tasks,
+            reruns_per_task=2, max_cost_usd=None),
+    }
+
+
+def simulate_rerun(designs: dict, *, reps: int, seed: int,
+                   shape: Shape = RERUN_SHAPE, rates=RERUN_RATES,
+                   inflations=RERUN_INFLATIONS) -> list[Row]:
+    """Each design on ``reps`` simulated submissions per agent rate and scenario (honest, then
+    each inflation): an agent of true rate r passes task t with probability
+    expit(theta_r + mu + delta_t), delta_t ~ N(0, task_sd), a fresh benchmark per submission;
+    its 3 attempts per task are its true outcomes; an inflating submitter claims ``points`` x
+    (tasks x attempts) of its failed trials as passes; the site's re-runs are fresh draws. Rows:
+    the share flagged "inflated" (false alarms when honest, detection when inflated), the mean
+    re-run trials and their share of a full run."""
+    thetas = [shape.theta_for(r) for r in rates]
+    full_run = shape.n_tasks * shape.attempts
+    rows: list[Row] = []
+    for name, design in designs.items():
+        for j, points in enumerate((0.0, *inflations)):
+            flagged, trials = _Tally(), _Tally()
+            for i, theta in enumerate(thetas):
+                rng = np.random.default_rng([seed, j, i])  # the same submissions for every design
+                p = expit(theta + shape.task_mu[None, :]
+                          + shape.total_sd * rng.standard_normal((reps, shape.n_tasks)))
+                truth = rng.random((reps, shape.n_tasks, shape.attempts)) < p[..., None]
+                claimed = inflate(truth, points, rng)
+                run = simulate_design(design, claimed, p, np.random.default_rng([seed, j, i, 1]))
+                flagged.add(run.status == 2)
+                trials.add(run.trials)
+            scen = HONEST if points == 0 else inflated_scenario(points)
+            metric = "false alarms" if points == 0 else "detected"
+            rows.append(Row(metric, scen, name, flagged.mean, flagged.se, None, flagged.n))
+            rows.append(Row("re-run trials", scen, name, trials.mean, trials.se, None,
+                            trials.n))
+            rows.append(Row("share of a full run", scen, name, trials.mean / full_run,
+                            trials.se / full_run, None, trials.n))
+    return rows
+
+
+def describe_design(design) -> str:
+    """The design's parameters, as the table's notes print them."""
+    cost = ("" if design.max_cost_usd is None
+            else f", model-cost cap ${design.max_cost_usd:g}")
+    return (f"first look after {design.first} tasks, {design.step} more per look, "
+            f"{design.reruns_per_task} re-run per task, cap {design.max_trials} trials{cost}, "
+            f"alpha {design.alpha:g} ({design.spending} spending), stop early as consistent "
+            f"when z < {design.futility_z:g}")
+
+
+def write_rerun_csv(rows: list[Row], path: Path, *, reps: int, seed: int, design) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow((*CSV_COLUMNS, "site_design"))
+        for r in rows:
+            out.writerow([r.metric, r.scenario, r.estimator, f"{r.value:.5f}", f"{r.mc_se:.5f}",
+                          "", r.n, reps, seed, describe_design(design)])
+
+
+def format_rerun_table(table: dict) -> str:
+    """The re-run table as aligned plain text (what the command prints)."""
+    heads = ["false alarms", *(f"+{p}" for p in table["points"]), "trials honest",
+             "trials max"]
+    lines = [f"{'design':<64} " + " ".join(f"{h:>13}" for h in heads)]
+    for d in table["designs"]:
+        cells = [f"{d['false_alarms']:.1%}", *(f"{v:.1%}" for v in d["detected"]),
+                 f"{d['trials_honest']:.1f} ({d['share_honest']:.0%})",
+                 f"{d['trials_max']:.1f} ({d['share_max']:.0%})"]
+        lines.append(f"{d['design']:<64} " + " ".join(f"{c:>13}" for c in cells))
+    return "\n".join(lines)
+
+
+def rerun_table(rows: Iterable) -> dict:
+    """Rows (Row objects or CSV dicts) grouped per design: false alarms, detection per
+    inflation, mean re-run trials (honest, and the highest over the scenarios), as shares of a
+    full run too."""
+    rows = [r if isinstance(r, dict) else {"metric": r.metric, "scenario": r.scenario,
+                                           "estimator": r.estimator, "value": r.value,
+                                           "mc_se": r.mc_se, "n": r.n} for r in rows]
+    if not rows:
+        return {}
+    designs = list(dict.fromkeys(r["estimator"] for r in rows))
+    points = [int(s.split(" by ")[1].split()[0]) for s in dict.fromkeys(
+        r["scenario"] for r in rows if r["metric"] == "detected")]
+
+    def value(metric, scenario, design):
+        (row,) = [r for r in rows if (r["metric"], r["scenario"], r["estimator"])
+                  == (metric, scenario, design)]
+        return float(row["value"])
+
+    out = []
+    for d in designs:
+        scens = [HONEST, *(inflated_scenario(p / 100) for p in points)]
+        trials = [value("re-run trials", s, d) for s in scens]
+        shares = [value("share of a full run", s, d) for s in scens]
+        out.append({"design": d, "site": d == RERUN_SITE,
+                    "false_alarms": value("false alarms", HONEST, d),
+                    "detected": [value("detected", inflated_scenario(p / 100), d)
+                                 for p in points],
+                    "trials_honest": trials[0], "share_honest": shares[0],
+                    "trials_max": max(trials), "share_max": max(shares)})
+    return {"points": points, "designs": out}
+
+
+def committed_rerun_table(path: Path = RERUN_CSV_PATH) -> dict:
+    """The committed re-run design table for the methods page (empty when the file is missing):
+    per design its false alarms, detection per inflation and mean cost; the site design's row,
+    its parameters, the replications and the seed."""
+    if not path.exists():
+        return {}
+    rows = _read_csv(path, path.stat().st_mtime)
+    if not rows:
+        return {}
+    table = rerun_table(rows)
+    for d in table["designs"]:
+        d["detected_15"] = dict(zip(table["points"], d["detected"], strict=True)).get(15)
+    site = next(d for d in table["designs"] if d["site"])
+    at = dict(zip(table["points"], site["detected"], strict=True))
+    reaching = [d for d in table["designs"] if (d["detected_15"] or 0) >= 0.8]
+    return {**table, "site": site, "site_design": rows[0]["site_design"],
+            "every_task": next((d for d in table["designs"]
+                                if d["design"].startswith("one re-run of every task")), None),
+            "reaching_80": min(reaching, key=lambda d: d["share_honest"]) if reaching else None,
+            "reps": int(rows[0]["boards"]), "seed": int(rows[0]["seed"]),
+            "submissions": int(rows[0]["n"]), "detected_15": at.get(15),
+            "detected_20": at.get(20), "full_run": RERUN_SHAPE.n_tasks * RERUN_SHAPE.attempts,
+            "rates": f"{RERUN_RATES[0]:.0%} to {RERUN_RATES[-1]:.0%}",
+            "task_sd": RERUN_SHAPE.task_sd}

@@ -314,7 +314,8 @@ def show_changelog(request: HttpRequest) -> HttpResponse:
 def show_methods(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/methods.html",
                   {**selectors.screen_rules_described(), **selectors.verification_described(),
-                   "sim": simulation.committed_table()})
+                   "sim": simulation.committed_table(),
+                   "rerun_sim": simulation.committed_rerun_table()})
 
 
 @require_GET

@@ -30,7 +30,7 @@ def _value(rows, metric, estimator, scenario):
 def small_run(tmp_path_factory):
     """A small seeded run of the real command: 400 leaderboards."""
     out = tmp_path_factory.mktemp("sim") / "simulation.csv"
-    call_command("simulate_stats", boards=400, seed=7, output=out, verbosity=0)
+    call_command("simulate_stats", only="stats", boards=400, seed=7, output=out, verbosity=0)
     return _rows(out)
 
 
@@ -153,3 +153,69 @@ def test_tie_critical_value_for_two_agents_is_the_plain_t_test():
     # ten agents: Bonferroni over 45 pairs, a larger critical value
     assert stats.tie_critical_value(0.05, 10, 53) == pytest.approx(
         t_dist.isf(0.05 / 90, 53))
+
+
+# --- issue 22: the re-run design's table -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rerun_run(tmp_path_factory):
+    """A small seeded run of the real command's re-run part: 150 submissions per rate."""
+    out = tmp_path_factory.mktemp("sim") / "rerun_design.csv"
+    call_command("simulate_stats", only="rerun", rerun_reps=150, seed=7, rerun_output=out,
+                 verbosity=0)
+    return out
+
+
+def test_small_rerun_run_holds_the_false_alarm_rate_and_the_cost(rerun_run):
+    from django.conf import settings
+
+    table = simulation.committed_rerun_table(rerun_run)
+    assert table["reps"] == 150 and table["submissions"] == 150 * len(simulation.RERUN_RATES)
+    for d in table["designs"]:
+        # honest agents: flagged at most alpha, up to three Monte Carlo standard errors
+        n = table["submissions"]
+        alpha = settings.VERIFICATION_RERUN_ALPHA
+        assert d["false_alarms"] <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / n), d
+        assert d["detected"] == sorted(d["detected"]) or max(
+            a - b for a, b in zip(d["detected"], d["detected"][1:], strict=False)) < 0.05, d
+    site = table["site"]
+    assert site["share_max"] <= 0.2 + 0.02  # a fifth of a full run, up to simulation noise
+    assert table["points"] == [5, 10, 15, 20]
+
+
+def test_the_committed_rerun_table_is_the_current_site_design_and_meets_two_targets():
+    """The committed table was made with the settings' defaults (a change of a default must
+    regenerate it), holds false alarms at alpha and the cost at a fifth of a full run, and
+    reaches 80% detection at 15 points only with a design that costs more (stated, not hidden)."""
+    from django.conf import settings
+
+    from submissions.verification.design import Design
+
+    table = simulation.committed_rerun_table()
+    assert table["site_design"] == simulation.describe_design(Design.from_settings(settings))
+    assert table["reps"] == 2000 and table["seed"] == 20261203  # the command's defaults
+    site = table["site"]
+    assert site["false_alarms"] <= settings.VERIFICATION_RERUN_ALPHA
+    assert site["share_max"] <= 0.2
+    assert site["detected"] == sorted(site["detected"])
+    reaching = table["reaching_80"]
+    assert reaching is not None and reaching["share_honest"] > 0.2
+    mcnemar = next(d for d in table["designs"] if d["design"].startswith("McNemar"))
+    assert site["detected_15"] > mcnemar["detected_15"]
+
+
+def test_methods_page_shows_the_committed_rerun_table(client, db):
+    body = client.get("/methods/").content.decode()
+    table = simulation.committed_rerun_table()
+    assert 'data-testid="rerun-design"' in body and 'id="rerun-design"' in body
+    for d in table["designs"]:
+        assert d["design"] in body
+        assert f"<td class=\"num\">{stats_pct(d['false_alarms'])}</td>" in body
+        for v in d["detected"]:
+            assert f"<td class=\"num\">{stats_pct(v)}</td>" in body
+        assert f"{d['trials_honest']:.1f} ({format_pct(d['share_honest'], 0)})" in body
+    from django.utils.html import escape
+
+    assert escape(table["site_design"]) in body
+    assert f"inflation of 15 points {format_pct(table['detected_15'], 0)} of the time" in body

@@ -1,10 +1,17 @@
-"""Validate the leaderboard's statistics by simulation (issue 14).
+"""Validate the leaderboard's statistics by simulation (issue 14), and the re-run design
+(issue 22).
 
 Fits the benchmark's shape to the reconstructed paper data, draws ``--boards`` simulated
 HealthAgentBench leaderboards (54 tasks in the paper's 7 category sizes, 3 correlated attempts
 per task), scores them with the site's own estimators (``leaderboard.stats``), prints the table
 and writes it as CSV (by default the committed ``leaderboard/data/simulation.csv`` that the
-methods page shows). Prints the wall time.
+methods page shows).
+
+Then runs the site's re-run design (``submissions.verification.design``, the
+VERIFICATION_RERUN_* settings) and the designs it is compared with on ``--rerun-reps`` simulated
+submissions per agent rate and scenario (honest; claims inflated by 5, 10, 15, 20 points), prints
+the detection / false-alarm / cost table and writes it (by default the committed
+``leaderboard/data/rerun_design.csv``). ``--only`` runs one part. Prints the wall time.
 """
 
 from __future__ import annotations
@@ -17,18 +24,32 @@ from django.core.management.base import BaseCommand
 
 from leaderboard import simulation
 from leaderboard.demo.reconstruct import load_paper, reconstruct
+from submissions.verification.design import Design
 
 
 class Command(BaseCommand):
-    help = "Simulate HealthAgentBench-shaped leaderboards and measure the site's estimators."
+    help = ("Simulate HealthAgentBench-shaped leaderboards and measure the site's estimators; "
+            "simulate submissions and measure the re-run design.")
 
     def add_arguments(self, parser):
         parser.add_argument("--boards", type=int, default=10_000)
         parser.add_argument("--seed", type=int, default=20261203)
         parser.add_argument("--output", type=Path, default=simulation.CSV_PATH,
                             help="CSV to write (default: the committed table)")
+        parser.add_argument("--rerun-reps", type=int, default=2000,
+                            help="simulated submissions per agent rate and scenario")
+        parser.add_argument("--rerun-output", type=Path, default=simulation.RERUN_CSV_PATH,
+                            help="re-run design CSV to write (default: the committed table)")
+        parser.add_argument("--only", choices=("all", "stats", "rerun"), default="all")
 
-    def handle(self, *args, boards: int, seed: int, output: Path, **options):
+    def handle(self, *args, boards: int, seed: int, output: Path, rerun_reps: int,
+               rerun_output: Path, only: str, **options):
+        if only in ("all", "stats"):
+            self.stats(boards, seed, output)
+        if only in ("all", "rerun"):
+            self.rerun(rerun_reps, seed, rerun_output)
+
+    def stats(self, boards: int, seed: int, output: Path) -> None:
         started, cpu = time.perf_counter(), time.process_time()
         shape = simulation.fit_shape(reconstruct(load_paper()))
         fitted = time.perf_counter()
@@ -46,3 +67,22 @@ class Command(BaseCommand):
                           f"(wall time {done - started:.1f} s with the fit, CPU time "
                           f"{time.process_time() - cpu:.1f} s: on a shared machine the wall time "
                           f"grows with the load)")
+
+    def rerun(self, reps: int, seed: int, output: Path) -> None:
+        started = time.perf_counter()
+        site = Design.from_settings(settings)
+        designs = simulation.rerun_designs(site)
+        rows = simulation.simulate_rerun(designs, reps=reps, seed=seed)
+        done = time.perf_counter()
+        shape = simulation.RERUN_SHAPE
+        self.stdout.write(
+            f"re-run designs on {reps} simulated submissions per agent rate "
+            f"({', '.join(f'{r:.0%}' for r in simulation.RERUN_RATES)}) and scenario: "
+            f"{shape.n_tasks} tasks x {shape.attempts} attempts, task difficulty logit-normal "
+            f"(sd {shape.task_sd:g}); a full run is {shape.n_tasks * shape.attempts} trials")
+        self.stdout.write(f"site design: {simulation.describe_design(site)}")
+        self.stdout.write(simulation.format_rerun_table(simulation.rerun_table(rows)))
+        self.stdout.write(simulation.format_table(rows))
+        simulation.write_rerun_csv(rows, output, reps=reps, seed=seed, design=site)
+        self.stdout.write(f"wrote {output}")
+        self.stdout.write(f"re-run simulation: wall time {done - started:.1f} s")
