@@ -29,6 +29,7 @@ README); the install script must work offline against the task image.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -39,6 +40,18 @@ from evaluation import replay as replay_mod
 from evaluation import runner
 
 BUILTIN = ("oracle", "nop", "replay")
+# The site's own agents: the site runs them itself (as references, or to replay a submission);
+# they are never a submitter's harness (issue 22, point 5). An upload naming one is refused,
+# unless it is accepted as a labelled reference run (submissions.harbor_intake).
+SITE_AGENTS = frozenset(BUILTIN)
+
+
+def is_site_agent(name: str | None) -> bool:
+    """Whether a harness or Harbor agent name is one of the site's own agents (``Oracle``,
+    `` nop ``, ``harbor-oracle``... after case folding and with Harbor's ``harbor`` prefix
+    removed)."""
+    text = re.sub(r"[^a-z0-9]+", "-", (name or "").strip().lower()).strip("-")
+    return text in SITE_AGENTS or text.removeprefix("harbor-") in SITE_AGENTS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,10 @@ class BenchmarkVersion(BaseModel):
     is_reconstructed = models.BooleanField(default=False)
     is_default = models.BooleanField(default=False)
     content_digest = models.CharField(max_length=64, blank=True)
+    # A try-out version (the synthetic benchmark the Submit page's try-out uses): an upload of
+    # one of the site's own agents (oracle, nop, replay) is accepted here as a labelled
+    # reference run, never ranked. Set from the version's manifest by sync_tasks.
+    allows_reference_runs = models.BooleanField(default=False)
 
     class Meta:
         constraints = [

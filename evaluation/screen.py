@@ -17,10 +17,14 @@ Messages and reasoning (prose) are never screened: an agent that *says* "tests" 
 The rules are data: ``screen_rules.toml`` next to this module (``settings.SCREEN_RULES_FILE``
 points elsewhere when a deployment keeps its own). Each rule has an id, a title and a
 description (the methods page lists them), per-source regular expressions (or the computed
-``hidden_text`` match: a hidden file of the task reproduced verbatim), optional exemptions, and
-examples that must trip it and examples that must not; tests/evaluation/test_screen.py runs every
+``hidden_text`` match: a hidden file of the task reproduced verbatim), an optional exemption
+pattern found in the evidence item itself, and examples that must trip it and examples that must not; tests/evaluation/test_screen.py runs every
 rule's examples, so a rule cannot be added without them. A screen result records the rule set's
 version (a digest of the file), so every flag can be traced to the rules that raised it.
+
+No rule depends on the submission's harness (or any other name the submitter chose): a rules file
+that exempts harnesses is refused when loaded, and Harbor's own oracle, which reads /solution by
+design, trips RH2 like any other agent (its uploads are labelled reference runs, never ranked).
 """
 
 from __future__ import annotations
@@ -79,7 +83,6 @@ class Rule:
     match: str
     patterns: dict[str, re.Pattern]
     exempt: re.Pattern | None
-    exempt_harnesses: tuple[str, ...]
     min_chars: int
     trips: tuple[dict, ...]
     passes: tuple[dict, ...]
@@ -92,8 +95,7 @@ class Rule:
         return {"id": self.id, "title": self.title, "description": self.description,
                 "match": self.match, "sources": self.sources,
                 "patterns": {k: v.pattern for k, v in self.patterns.items()},
-                "exempt": self.exempt.pattern if self.exempt else "",
-                "exempt_harnesses": list(self.exempt_harnesses)}
+                "exempt": self.exempt.pattern if self.exempt else ""}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +156,9 @@ def parse_rules(text: str) -> RuleSet:
             raise RuleError(f"rule {rid}: sources must be some of {sorted(SOURCES)}")
         if match == "regex" and not all(patterns.values()):
             raise RuleError(f"rule {rid}: every source needs a pattern")
+        if "exempt_harnesses" in raw:
+            raise RuleError(f"rule {rid}: exempt_harnesses is not allowed: no exemption may "
+                            "depend on a harness name the submitter chose")
         if not raw.get("title") or not raw.get("description"):
             raise RuleError(f"rule {rid}: a title and a description are required")
         trips, passes = tuple(raw.get("trips") or ()), tuple(raw.get("passes") or ())
@@ -164,7 +169,6 @@ def parse_rules(text: str) -> RuleSet:
                 str(raw["description"]).split()), match=match,
             patterns={s: _compile(rid, f"the {s} pattern", p or ".") for s, p in patterns.items()},
             exempt=_compile(rid, "exempt", raw["exempt"]) if raw.get("exempt") else None,
-            exempt_harnesses=tuple(str(h).lower() for h in raw.get("exempt_harnesses") or ()),
             min_chars=int(raw.get("min_chars", 64)), trips=trips, passes=passes))
     rules.sort(key=lambda r: int(r.id[2:]))
     return RuleSet(hashlib.sha256(text.encode()).hexdigest()[:12], tuple(rules))
@@ -300,14 +304,16 @@ def _hidden_find(text: str, hidden: list[str], min_chars: int) -> tuple[int, int
     return None
 
 
-def screen(evidence: list[Evidence], *, rules: RuleSet, harness: str = "",
-           hidden_texts: list[str] | None = None) -> list[Hit]:
-    """The hits of every rule on this evidence (at most a few per rule), in rule order."""
-    harness = (harness or "").strip().lower()
+def screen(evidence: list[Evidence], *, rules: RuleSet, hidden_texts: list[str] | None = None,
+           harness: str = "") -> list[Hit]:
+    """The hits of every rule on this evidence (at most a few per rule), in rule order.
+
+    Every rule applies to every trial: ``harness`` selects nothing. It is still accepted
+    because the verification's ``screen_trial`` (submissions/verification/checks/base.py)
+    passes the submission's harness; drop it there, then here."""
+    del harness  # no exemption depends on a name the submitter chose
     hits: list[Hit] = []
     for rule in rules.rules:
-        if harness and harness in rule.exempt_harnesses:
-            continue
         found: list[Hit] = []
         for ev in evidence:
             pattern = rule.patterns.get(ev.source)

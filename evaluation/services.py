@@ -205,9 +205,16 @@ def _version_sync(manifest: BenchmarkManifest, packages: dict[str, TaskPackage])
         _task_upsert(benchmark_version=benchmark_version, package=package, position=position,
                      report=report)
     digest = _version_digest(benchmark_version)
+    changed = []
     if benchmark_version.content_digest != digest:
         benchmark_version.content_digest = digest
-        benchmark_version.save(update_fields=["content_digest", "updated_at"])
+        changed.append("content_digest")
+    # A site policy, not content: follows the manifest on every sync, registered or not.
+    if benchmark_version.allows_reference_runs != spec.allows_reference_runs:
+        benchmark_version.allows_reference_runs = spec.allows_reference_runs
+        changed.append("allows_reference_runs")
+    if changed:
+        benchmark_version.save(update_fields=[*changed, "updated_at"])
     return report
 
 
@@ -267,6 +274,7 @@ def benchmark_version_release(*, tasks_dir: Path, slug: str) -> Path:
             title=base.title if base else name,
             description=base.description if base else "",
             attempts_per_task=base.attempts_per_task if base else 3,
+            allows_reference_runs=base.allows_reference_runs if base else False,
         )
     except FileExistsError as exc:
         raise ValueError(str(exc)) from None

@@ -405,6 +405,10 @@ class BenchmarkManifestFile(BaseModel):
     title: str = ""
     description: str = ""
     attempts_per_task: int = Field(default=3, ge=1, le=20)
+    # A try-out version: uploads of the site's own agents (oracle, nop) are accepted as labelled
+    # reference runs, never ranked (BenchmarkVersion.allows_reference_runs). A site policy, not
+    # task content: sync_tasks applies it to a registered version too.
+    allows_reference_runs: bool = False
     # "<category>/<task_id>" -> sha256 content digest of the package (package_digest()).
     tasks: dict[str, str] = Field(min_length=1)
 
@@ -463,10 +467,12 @@ def _toml_string(value: str) -> str:
 
 def write_benchmark_manifest(source: Path, *, name: str, version: str, tasks: dict[str, str],
                              title: str = "", description: str = "",
-                             attempts_per_task: int = 3) -> Path:
+                             attempts_per_task: int = 3,
+                             allows_reference_runs: bool = False) -> Path:
     """Write a new version's manifest; refuses to overwrite (a released version never changes)."""
     BenchmarkManifestFile(name=name, version=version, title=title, description=description,
-                          attempts_per_task=attempts_per_task, tasks=tasks)  # validates
+                          attempts_per_task=attempts_per_task, tasks=tasks,
+                          allows_reference_runs=allows_reference_runs)  # validates
     path = manifest_path(source, name, version)
     if path.exists():
         raise FileExistsError(f"{path} exists; a released version never changes")
@@ -479,6 +485,7 @@ def write_benchmark_manifest(source: Path, *, name: str, version: str, tasks: di
         f"title = {_toml_string(title)}",
         f"description = {_toml_string(description)}",
         f"attempts_per_task = {attempts_per_task}",
+        *(["allows_reference_runs = true"] if allows_reference_runs else []),
         "",
         "[tasks]",
         *(f"{_toml_string(task)} = {_toml_string(digest)}" for task, digest in sorted(tasks.items())),

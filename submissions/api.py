@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from submissions import selectors
 from submissions.authentication import ApiTokenAuthentication
+from submissions.harbor_intake import REFERENCE_MODEL_DISPLAY
 from submissions.intake import submission_receive
 from submissions.models import INTAKE_STATUSES, coverage_badge
 from submissions.services import IdempotencyConflict, QuotaExceeded
@@ -40,6 +41,12 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         # Unknown until the intake worker read the metadata (null while received/validating).
         "benchmark": submission.benchmark_version.slug if submission.benchmark_version else None,
         "agent": submission.agent.display_name if submission.agent else None,
+        # A labelled reference run (the site's own agent on a try-out version, or a
+        # maintainer's): never ranked, no model. "kind" says it in words.
+        "reference": submission.is_reference,
+        "kind": "reference run" if submission.is_reference else "submission",
+        "model": (REFERENCE_MODEL_DISPLAY if submission.is_reference else
+                  submission.agent.model.display_name if submission.agent else None),
         "intake": _intake(submission),
         "progress": {"done": submission.trials_done, "total": submission.trials_total},
         "queue_position": selectors.queue_position(submission=submission),

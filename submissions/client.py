@@ -149,7 +149,10 @@ def verdict_lines(url: str, doc: dict) -> list[str]:
     to look for the rest (the status page)."""
     # A refused upload has no benchmark version recorded: no "on (not read)" for it.
     on = f" on {doc['benchmark']}" if doc.get("benchmark") else ""
-    lines = [f"submission {doc['id']}{on}: {doc['status']}"]
+    # A reference run (the site's own agent, no model) is labelled wherever its state is said.
+    reference = "reference run (never ranked, no model): " if doc.get("reference") else ""
+    lines = [f"{'reference run' if reference else 'submission'} {doc['id']}{on}: "
+             f"{doc['status']}"]
     if doc.get("status_reason"):
         lines.append(f"  reason: {doc['status_reason']}")
     if doc["status"] == "refused":  # every problem the intake found, each naming its file
@@ -158,7 +161,7 @@ def verdict_lines(url: str, doc: dict) -> list[str]:
     verification = doc.get("verification") or {}
     if verification.get("verdict"):
         headline = (verification.get("summary") or {}).get("headline", "")
-        lines.append(f"  verdict: {headline or verification['verdict']}")
+        lines.append(f"  verdict: {reference}{headline or verification['verdict']}")
     lines.append(f"  status page: {url.rstrip('/')}{doc['url']}")
     return lines
 

@@ -279,14 +279,24 @@ def find_job_dirs(root: Path, problems: list[Problem]) -> list[tuple[Path, dict]
     return jobs
 
 
-def _harbor_version(root: Path, job_dir: Path, problems: list[Problem]) -> str | None:
+def _job_lock(root: Path, job_dir: Path, problems: list[Problem]) -> tuple[str | None,
+                                                                           list[dict]]:
+    """The job's lock.json (Harbor 0.2x): the Harbor version that wrote it and its ``trials``
+    (one TrialLock per trial: task name, path and digest, and the trial's settings)."""
     lock = job_dir / "lock.json"
-    if _is_regular(lock):
-        data = read_json(root, lock, problems, code="lock_invalid")
-        harbor = data.get("harbor") if isinstance(data, dict) else None
-        if isinstance(harbor, dict) and isinstance(harbor.get("version"), str):
-            return harbor["version"][:40]
-    return None
+    if not _is_regular(lock):
+        return None, []
+    data = read_json(root, lock, problems, code="lock_invalid")
+    if not isinstance(data, dict):
+        return None, []
+    harbor = data.get("harbor")
+    version = (harbor["version"][:40] if isinstance(harbor, dict)
+               and isinstance(harbor.get("version"), str) else None)
+    trials = data.get("trials")
+    if trials is not None and not isinstance(trials, list):
+        problems.append(Problem("lock_invalid", rel(root, lock), "trials must be a list"))
+        trials = []
+    return version, [t for t in (trials or [])[:MAX_TRIALS] if isinstance(t, dict)]
 
 
 def parse_tree(root: Path | str) -> ParsedTree:
@@ -310,7 +320,7 @@ def parse_tree(root: Path | str) -> ParsedTree:
         else:
             job_result = read_json(root, job_dir / "result.json", problems,
                                    code="job_result_invalid", max_bytes=MAX_RESULT_BYTES)
-        version = _harbor_version(root, job_dir, problems)
+        version, lock_trials = _job_lock(root, job_dir, problems)
         agents = []
         for item in job_config.get("agents") or []:
             if isinstance(item, dict):
@@ -319,7 +329,7 @@ def parse_tree(root: Path | str) -> ParsedTree:
                 except ValidationError:
                     problems.append(Problem("job_config_invalid", f"{job_rel}/config.json",
                                             "agents[] entry is not a Harbor AgentConfig"))
-        jobs.append(ParsedJob(job_rel, job_config, version, agents))
+        jobs.append(ParsedJob(job_rel, job_config, version, agents, lock_trials=lock_trials))
         for entry in sorted(os.scandir(job_dir), key=lambda e: e.name):
             if not entry.is_dir(follow_symlinks=False) or entry.name in NON_TRIAL_DIRS:
                 continue

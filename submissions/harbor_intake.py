@@ -12,6 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from evaluation.agents import SITE_AGENTS, is_site_agent
 from evaluation.models import BenchmarkVersion
 from evaluation.task_specs import load_task_package
 from submissions.metadata import MetadataError, find_metadata_file, parse_metadata
@@ -42,6 +43,12 @@ class CheckedUpload:
     agent_settings: dict = field(default_factory=dict)
     trials: list[dict] = field(default_factory=list)
     secret_findings: list[dict] = field(default_factory=list)
+    is_reference: bool = False
+
+
+# What a reference run shows where a submission shows its model (it carries none).
+REFERENCE_MODEL_SLUG = "reference-run-no-model"
+REFERENCE_MODEL_DISPLAY = "reference run, no model"
 
 
 def _slug(text: str) -> str:
@@ -105,8 +112,11 @@ def _benchmark(slug: str, out: CheckedUpload) -> BenchmarkVersion | None:
     return bv
 
 
-def check_upload(*, tree: Path, metadata_text: str) -> CheckedUpload:
-    """Every problem of an extracted upload, or the rows to create. Redacts secrets in place."""
+def check_upload(*, tree: Path, metadata_text: str, uploader_is_staff: bool = False
+                 ) -> CheckedUpload:
+    """Every problem of an extracted upload, or the rows to create. Redacts secrets in place.
+    ``uploader_is_staff``: a maintainer's upload may register a reference run (metadata
+    ``reference: true``)."""
     out = CheckedUpload()
     meta = _metadata(tree, metadata_text, out)
     bv = _benchmark(meta.benchmark, out) if meta is not None else None
@@ -118,6 +128,7 @@ def check_upload(*, tree: Path, metadata_text: str) -> CheckedUpload:
     report = validate_submission(tree, meta, _spec(bv),
                                  max_infra_share=settings.SUBMISSION_MAX_INFRA_ERROR_SHARE)
     out.problems.extend(Problem(p.code, p.path, p.message) for p in report.problems)
+    out.is_reference = _reference_run(meta, report, bv, uploader_is_staff, out.problems)
     if out.problems:
         return out
     out.secret_findings = [dataclasses.asdict(f) for f in scan_and_redact(tree)]
@@ -136,6 +147,53 @@ def check_upload(*, tree: Path, metadata_text: str) -> CheckedUpload:
     return out
 
 
+def _site_agent_names(meta, report) -> list[str]:
+    """The site's own agents this upload names: its metadata's harness, the trials' Harbor
+    agent (config and result.json) and an import path's module or class."""
+    names = [meta.harness]
+    agent = report.agent_config
+    if agent is not None:
+        names.append(agent.name or "")
+        if agent.import_path:
+            module, _, cls = agent.import_path.partition(":")
+            names += [module.rsplit(".", 1)[-1], cls.removesuffix("Agent")]
+    names += [t.agent_info_name or "" for t in report.trials[:1]]
+    return sorted({n.strip() for n in names if is_site_agent(n)})
+
+
+def _reference_run(meta, report, bv: BenchmarkVersion, staff: bool,
+                   problems: list[Problem]) -> bool:
+    """Whether the upload is a labelled reference run (never ranked, no model), adding the
+    problem when it may not be one. The site's own agents (evaluation.agents.SITE_AGENTS) are
+    never a submitter's harness: such an upload is accepted only as a reference run, on a
+    try-out version (``allows_reference_runs``) or from a maintainer whose metadata says
+    ``reference: true``. Decided from what the site knows (the version, the uploader), never
+    from a name the submitter chose alone."""
+    site_agents = _site_agent_names(meta, report)
+    if not site_agents and not meta.reference:
+        return False
+    if bv.allows_reference_runs or (staff and meta.reference):
+        return True
+    tryouts = ", ".join(v.slug for v in BenchmarkVersion.objects.filter(
+        allows_reference_runs=True).order_by("name", "version")) or "none on this site"
+    if site_agents:
+        problems.append(Problem(
+            "site_agent_harness", "metadata:harness",
+            f"the harness {site_agents[0]!r} is one of the site's own agents "
+            f"({', '.join(sorted(SITE_AGENTS))}), which the site runs itself; it is never a "
+            f"submitter's harness, and {bv.slug} ranks submitted agents only. Submit your own "
+            f"agent's run, or try the path out on a try-out version ({tryouts}), where it is "
+            "accepted as a labelled reference run (never ranked); a maintainer may register a "
+            "reference run with `reference: true` in the metadata"))
+    else:
+        problems.append(Problem(
+            "reference_not_allowed", "metadata:reference",
+            f"`reference: true` is for maintainers: a reference run of {bv.slug} is registered "
+            f"by a maintainer (on the try-out versions, {tryouts}, anyone's reference run is "
+            "accepted); remove it to submit this run for ranking"))
+    return False
+
+
 def _fill_agent(out: CheckedUpload, meta, report, bv) -> None:
     model = meta.models[0]
     out.metadata = meta.model_dump(mode="json")
@@ -146,6 +204,9 @@ def _fill_agent(out: CheckedUpload, meta, report, bv) -> None:
     out.model_slug = _slug(model.model_name)
     out.model_display = model.model_display_name
     out.model_provider = model.model_provider
+    if out.is_reference:  # a reference run carries no model, whatever the metadata lists
+        out.model_slug, out.model_display, out.model_provider = (
+            REFERENCE_MODEL_SLUG, REFERENCE_MODEL_DISPLAY, "none")
     out.agent_display = meta.agent_display_name
     agent = report.agent_config
     out.agent_settings = {

@@ -235,6 +235,9 @@ class ParsedJob:
     harbor_version: str | None
     agents: list[AgentSpec]
     problems_at: list[str] = field(default_factory=list)
+    # The job's lock.json (Harbor 0.2x) ``trials``: one TrialLock per trial the job ran, each
+    # with its task's name, path and ``sha256:`` content digest and the trial's settings.
+    lock_trials: list[dict] = field(default_factory=list)
 
 
 @dataclass

@@ -305,7 +305,9 @@ def _validate_and_store(submission: Submission, claimed_at, stage: Path) -> str:
         problems = [Problem(exc.code, exc.member or "archive", str(exc))]
         _refuse(submission, claimed_at, problems + metadata_text_problems(metadata_text))
         return "refused"
-    checked = harbor_intake.check_upload(tree=tree, metadata_text=metadata_text)
+    checked = harbor_intake.check_upload(
+        tree=tree, metadata_text=metadata_text,
+        uploader_is_staff=submission.owner is not None and submission.owner.is_staff)
     if checked.problems:
         _refuse(submission, claimed_at, checked.problems)
         return "refused"
@@ -350,7 +352,10 @@ def _accept(submission: Submission, claimed_at, *, tree: Path, checked) -> None:
             _create_rows(submission=submission, checked=checked, prefix=prefix)
             submission_transition(
                 submission=submission, to_status=SubmissionStatus.QUEUED,
-                note=f"validated: {len(checked.trials)} trials", queued_at=timezone.now())
+                note=(f"validated: {len(checked.trials)} trials"
+                      + ("; a reference run (never ranked, no model)"
+                         if checked.is_reference else "")),
+                queued_at=timezone.now())
             # The re-run order is fixed and committed now, before any check runs.
             rerun_commit(submission_id=submission.pk)
             # The job row commits with the submission; it is published to the broker on commit,
@@ -379,6 +384,7 @@ def _create_rows(*, submission: Submission, checked, prefix: str) -> None:
     Submission.objects.filter(pk=submission.pk).update(
         agent=agent, benchmark_version=checked.benchmark_version,
         notes=(meta.get("notes") or "")[:5000], metadata=meta, files_prefix=f"{prefix}/tree",
+        is_reference=checked.is_reference,
         secret_findings=checked.secret_findings, trials_total=len(checked.trials),
         updated_at=timezone.now())
     # Rows of an earlier attempt that died before its commit do not exist (one transaction).

@@ -10,6 +10,8 @@
     harness_version: "0.130.0"          # optional
     benchmark: healthagentbench-synthetic@1.0
     notes: "..."                        # optional
+    reference: true                     # optional, maintainers only: a labelled reference run
+                                        # (never ranked, no model), e.g. of Harbor's oracle
 
 Parsing is defensive: a size cap, JSON or ``yaml.safe_load`` only, and YAML anchors/aliases are
 refused outright (no billion-laughs expansion can happen: the event stream is checked before
@@ -87,6 +89,8 @@ class SubmissionMetadata(BaseModel):
     harness_version: str = Field(default="", max_length=100)
     benchmark: str = Field(max_length=151)
     notes: str = Field(default="", max_length=NOTES)
+    # A maintainer registers a labelled reference run (submissions.harbor_intake): never ranked.
+    reference: bool = False
 
     @field_validator("agent_url", "agent_display_name", "agent_org_display_name", "harness",
                      "benchmark", mode="before")

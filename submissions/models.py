@@ -238,6 +238,10 @@ class Submission(BaseModel):
     is_verified = models.BooleanField(default=False)
     # Demo rows reconstructed from the paper's published aggregates, not real runs.
     is_reconstructed = models.BooleanField(default=False)
+    # A labelled reference run: one of the site's own agents (oracle, nop, replay) accepted on a
+    # try-out version, or a maintainer's upload with `reference: true` (submissions.
+    # harbor_intake). Never ranked (never published: the constraint below), no model.
+    is_reference = models.BooleanField(default=False)
     source = models.CharField(max_length=200, blank=True)
     # sha256 of the trial data as loaded; lets loaders be idempotent.
     data_digest = models.CharField(max_length=64, blank=True)
@@ -290,6 +294,11 @@ class Submission(BaseModel):
                 fields=["owner", "idempotency_key"],
                 condition=~Q(idempotency_key=""),
                 name="uniq_submission_idempotency_key",
+            ),
+            # A reference run is never ranked: it is never published.
+            models.CheckConstraint(
+                condition=Q(is_reference=False) | ~Q(status="published"),
+                name="submission_reference_never_published",
             ),
             # Past intake every submission names its agent and benchmark version.
             models.CheckConstraint(

@@ -159,7 +159,13 @@ def quota_refund(*, user, day: date) -> None:
 def submission_publish(*, submission: Submission, actor) -> Submission:
     """Publish; the leaderboard rebuilds this agent's rows in the same transaction (its
     receiver of `published_set_changed`). Refused while trials await the X-ray judge: a
-    published row counts only what the site could grade."""
+    published row counts only what the site could grade. Refused for a reference run (the
+    site's own agent, or a maintainer's labelled reference): it is never ranked."""
+    if submission.is_reference:
+        harness = submission.agent.harness.slug if submission.agent else "a site agent"
+        raise SubmissionError(
+            f"submission {submission.pk} is a reference run ({harness}, no model): reference "
+            "runs are never ranked, so it cannot be published")
     waiting = sum(FLAG_AWAITING_JUDGE in (f or [])
                   for f in submission.trials.values_list("flags", flat=True))
     if waiting:

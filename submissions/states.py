@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from submissions.models import TRANSITIONS, Submission, SubmissionEvent
+from submissions.models import TRANSITIONS, Submission, SubmissionEvent, SubmissionStatus
 
 
 class SubmissionError(Exception):
@@ -37,9 +37,12 @@ def submission_transition(
         if current is None or to_status not in TRANSITIONS[current]:
             raise InvalidTransition(f"cannot move submission {submission.pk} from {current} "
                                     f"to {to_status}")
-        changed = Submission.objects.filter(pk=submission.pk, status=current).update(
-            status=to_status, updated_at=timezone.now(), **fields
-        )
+        rows = Submission.objects.filter(pk=submission.pk, status=current)
+        if to_status == SubmissionStatus.PUBLISHED:  # a reference run is never ranked (also a constraint)
+            if rows.filter(is_reference=True).exists():
+                raise InvalidTransition(f"submission {submission.pk} is a reference run: "
+                                        "reference runs are never ranked or published")
+        changed = rows.update(status=to_status, updated_at=timezone.now(), **fields)
         if changed != 1:
             raise InvalidTransition(f"submission {submission.pk} changed concurrently")
         SubmissionEvent.objects.create(submission_id=submission.pk, from_status=current,

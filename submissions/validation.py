@@ -18,12 +18,15 @@ metadata: ``metadata_missing``, ``metadata_syntax``, ``metadata_encoding``,
 ``metadata_too_large``, ``metadata_too_complex``, ``metadata_yaml_alias``, ``metadata_invalid``,
 ``benchmark_mismatch``, ``metadata_model_mismatch``, ``metadata_harness_mismatch``,
 ``metadata_harness_version_mismatch``;
-task identity: ``task_unknown``, ``task_digest_mismatch``, ``task_digest_missing``;
+task identity: ``task_unknown``, ``task_digest_mismatch``, ``task_digest_missing`` (each trial's
+lock.json ``task.digest`` or result.json ``task_checksum``, and every per-task digest of the
+job's own lock.json, Harbor 0.2x);
 coverage: ``attempts_missing``, ``attempts_extra``, ``trial_duplicate`` (the same Harbor
 trial id twice);
 agent: ``agent_config_missing``, ``agent_config_mixed``, ``agent_version_mixed``,
 ``job_agents_mixed``;
-integrity: ``timeout_multiplier``, ``override`` (incl. a non-empty ``override_error_policy``),
+integrity: ``timeout_multiplier``, ``override`` (incl. a non-empty ``override_error_policy``;
+in the job's config.json, each trial's config.json and lock.json, and the job's lock.json),
 ``verifier_disabled``, ``retry_policy`` (the job config retries AgentTimeoutError or
 NonZeroAgentExitCodeError trials, i.e. best-of-n);
 evidence: ``trajectory_missing`` (not for Harbor's own ``oracle`` and ``nop`` agents, which
@@ -251,6 +254,8 @@ def validate_submission(tree_root: Path | str, metadata: SubmissionMetadata | No
         _check_metadata_agreement(metadata, agent, trials, problems)
     for job in parsed.jobs:
         _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
+        _check_job_lock(job, problems)
+        _check_job_lock_tasks(spec, job, problems)
     for trial in trials:
         _check_trial_integrity(trial, problems)
         _check_trajectory(root, trial, problems)
@@ -316,6 +321,7 @@ def validate_jobs(tree_root: Path | str) -> list[Problem]:
     problems: list[Problem] = list(parsed.problems)
     for job in parsed.jobs:
         _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
+        _check_job_lock(job, problems)
     for trial in parsed.trials:
         _check_trial_integrity(trial, problems)
         _check_trajectory(root, trial, problems)
@@ -496,6 +502,66 @@ def _check_integrity_config(config: dict, path: str, problems: list[Problem]) ->
             "retry_policy", path,
             f"the job retries trials that failed with {', '.join(retried)}: a failed attempt "
             "must count, not be run again (exclude these from retry or set max_retries: 0)"))
+
+
+def _check_job_lock(job, problems: list[Problem]) -> None:
+    """Timeout and resource overrides the job's lock.json records for its trials (one problem
+    per setting and value, saying how many trial locks carry it), and disabled verifiers."""
+    path = f"{job.job_dir}/lock.json"
+    found: dict[tuple[str, str], int] = defaultdict(int)
+    disabled = 0
+    for entry in job.lock_trials:
+        for key, value in find_overrides(entry).items():
+            found[(key, str(value)[:80])] += 1
+        verifier = entry.get("verifier")
+        disabled += isinstance(verifier, dict) and verifier.get("disable") is True
+    n = len(job.lock_trials)
+    for (key, value), count in sorted(found.items()):
+        if key.endswith("timeout_multiplier"):
+            problems.append(Problem("timeout_multiplier", path,
+                                    f"{key} is {value} in {count} of its {n} trial locks; it "
+                                    "must be 1.0"))
+        else:
+            problems.append(Problem("override", path,
+                                    f"{key} is set ({value}) in {count} of its {n} trial locks; "
+                                    "timeout and resource overrides are not allowed"))
+    if disabled:
+        problems.append(Problem("verifier_disabled", path,
+                                f"verifier.disable is true in {disabled} of its {n} trial locks"))
+
+
+def _check_job_lock_tasks(spec: BenchmarkSpec, job, problems: list[Problem]) -> None:
+    """Every task the job's lock.json locked is a task of the version, at its content digest
+    (Harbor 0.2x records ``sha256:<digest>`` per trial; one problem per task)."""
+    path = f"{job.job_dir}/lock.json"
+    unknown, missing, wrong = set(), set(), {}
+    for entry in job.lock_trials:
+        task = entry.get("task") if isinstance(entry.get("task"), dict) else {}
+        name = task.get("name") if isinstance(task.get("name"), str) else None
+        task_path = task.get("path") if isinstance(task.get("path"), str) else None
+        resolved = spec.resolve(name, task_path)
+        if resolved is None:
+            unknown.add((name or task_path or "(none recorded)")[:200])
+            continue
+        digest = task.get("digest")
+        if not isinstance(digest, str) or not digest.strip():
+            missing.add(resolved)
+            continue
+        digest = digest.strip().removeprefix("sha256:")
+        if digest != spec.tasks[resolved]:
+            wrong.setdefault(resolved, digest)
+    for name in sorted(unknown):
+        problems.append(Problem("task_unknown", path,
+                                f"the job's lock.json locks task {name!r}, which is not a task "
+                                f"of {spec.slug}"))
+    for task in sorted(missing):
+        problems.append(Problem("task_digest_missing", path,
+                                f"the job's lock.json records no digest for {task}"))
+    for task, digest in sorted(wrong.items()):
+        problems.append(Problem(
+            "task_digest_mismatch", path,
+            f"the job's lock.json locks {task} at sha256:{digest[:16]}..., but {spec.slug} has "
+            f"{spec.tasks[task][:16]}...: the job ran other task content than this version"))
 
 
 # A retry of these is a second chance for the agent (best of n), not an infrastructure retry.

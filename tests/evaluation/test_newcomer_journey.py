@@ -9,9 +9,11 @@ asking the judge the page's first line exports: the project's synthetic judge, s
 worker's judge too), archives the job directories with the page's `tar` command,
 signs up, creates an API token on the account page, uploads the archive through the form, and
 follows the live status page until the verdict given by a REAL Celery worker verifying in
-Docker. The token reads the same status from the API. A maintainer signs in, opens the
-moderation queue from the navigation and publishes it; the agent's row appears on the
-synthetic leaderboard.
+Docker. The oracle is one of the site's own agents, so on this try-out version its run is a
+labelled reference run (issue 22, points 5 and 8): the status page, its verdict and the API say
+"reference run", with no model. The token reads the same status from the API. A maintainer
+signs in and opens it from the moderation queue, where it is labelled too; it cannot be
+published (a reference run is never ranked), and the synthetic leaderboard gets no row.
 
 The site's version asks for ATTEMPTS (1) attempt per task here, not the package's 3: the page
 renders `-k {{ attempts_per_task }}` from the version and intake and the leaderboard count against
@@ -145,7 +147,8 @@ def _run_page_loop(command: str, work):
     return run
 
 
-def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_site, tmp_path):
+def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_reference_run(
+        fresh_site, tmp_path):
     base, worker = fresh_site
     work = tmp_path / "work"
     work.mkdir()
@@ -211,10 +214,15 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
         timings["verification"] = time.monotonic() - t0
         verdict = page.locator('[data-field="status"]').inner_text()
         assert verdict in ("verified", "consistent"), (verdict, worker.tail())
+        # The oracle's run on the try-out version: a labelled reference run, with no model.
+        label = page.locator('[data-testid="reference-run"]').inner_text()
+        assert label.startswith("reference run, no model: oracle,"), label
+        assert "never ranked" in label
         # The X-ray grade is labelled as the synthetic judge's, in the verdict and on the trial.
         page.reload()
-        assert "X-ray graded by the synthetic judge (a rule, not an LLM)" in page.locator(
-            '[data-testid="verification"]').inner_text()
+        verification = page.locator('[data-testid="verification"]').inner_text()
+        assert "X-ray graded by the synthetic judge (a rule, not an LLM)" in verification
+        assert "verdict (reference run): " in verification, verification
         assert page.locator('[data-testid="trials"] [data-testid="synthetic-judge"]').count() \
             == ATTEMPTS
         done = f"{7 * ATTEMPTS}/{7 * ATTEMPTS}"
@@ -223,9 +231,11 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
         request = urllib.request.Request(f"{base}/api/v1/submissions/{pk}/",
                                          headers={"Authorization": f"Token {token}"})
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - live server
-            assert json.load(response)["status"] == verdict
+            doc = json.load(response)
+        assert (doc["status"], doc["reference"], doc["kind"], doc["model"]) == (
+            verdict, True, "reference run", "reference run, no model")
 
-        # A maintainer publishes it from the moderation queue.
+        # A maintainer opens it from the moderation queue: labelled, and not publishable.
         maint = browser.new_page(viewport={"width": 1300, "height": 900})
         maint.goto(base + "/accounts/login/")
         maint.fill("input[name=username]", "maint")
@@ -235,15 +245,16 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
                                                                     name="Moderation").click()
         row = maint.locator('[data-testid="moderation"] tbody tr', has_text=AGENT_NAME)
         assert row.count() == 1
+        assert "reference run, no model" in row.inner_text()
         row.get_by_role("link", name=str(pk)).click()
-        maint.click('[data-testid="publish"]')
-        maint.wait_for_load_state("load")
-        assert maint.locator('[data-field="status"]').inner_text() == "published"
+        assert maint.locator('[data-testid="publish"]').count() == 0
+        assert maint.locator('[data-testid="reference-not-publishable"]').inner_text() == (
+            "A reference run is never ranked: it cannot be published.")
+        assert maint.locator('[data-field="status"]').inner_text() == verdict
 
-        # The new row is on the synthetic leaderboard, for everyone.
+        # Nothing on the synthetic leaderboard: a reference run is never ranked.
         page.goto(f"{base}/?benchmark={SLUG}")
-        board = page.locator("table.data tbody tr", has_text=AGENT_NAME)
-        assert board.count() == 1, page.content()[:3000]
+        assert page.locator("table.data tbody tr", has_text=AGENT_NAME).count() == 0
         assert problems == []
     # (The ORM after the browser: Playwright's sync API runs an event loop in this thread.)
     from leaderboard.models import LeaderboardEntry
@@ -252,8 +263,9 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
     sub = Submission.objects.get(pk=pk)
     trials = 7 * ATTEMPTS
     assert sub.owner.username == "newcomer"
+    assert sub.is_reference and sub.status == verdict and sub.published_at is None
+    assert sub.agent.model.display_name == "reference run, no model"
     assert sub.trials.filter(verified_reward=1.0).count() == trials
-    entry = LeaderboardEntry.objects.get(submission=sub)
-    assert (entry.successes, entry.attempts) == (trials, trials)
+    assert not LeaderboardEntry.objects.filter(submission=sub).exists()
     print(f"harbor (7 jobs x {ATTEMPTS} oracle trial(s)): {timings['harbor']:.0f} s; "
           f"verification to the verdict ({verdict}): {timings['verification']:.0f} s")

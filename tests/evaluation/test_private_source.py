@@ -4,8 +4,9 @@ A temporary directory stands in for the licensed tasks present only on evaluatio
 package (a copy of the synthetic CT task whose hidden answer carries a canary string) and its
 manifest `benchmarks/hab-licensed@1.0.toml`. With TASK_SOURCES listing the repository's tasks/
 and that directory, `sync_tasks` registers both versions apart. The REAL Harbor CLI runs the
-oracle on the private package (3 attempts); the job directory is uploaded through the API, and
-verification (re-grade, replay, re-run, in Docker, the in-process worker path) gives the
+oracle on the private package (3 attempts); the job directory is uploaded through the API by a
+maintainer as a labelled reference run (`reference: true`: the oracle is one of the site's own
+agents, never a submitter's harness on a ranked version), and verification (re-grade, replay, re-run, in Docker, the in-process worker path) gives the
 verdict `verified`. Throughout, the canary never reaches the database (every row, dumped) or the
 file storage (every stored byte), the staging folder keeps nothing, and /registry.json does not
 list the private version.
@@ -103,7 +104,8 @@ def test_a_private_source_version_is_verified_and_its_answers_stay_on_the_worker
     assert run.returncode == 0 and run.rewards() == [1.0, 1.0, 1.0], run.report()
 
     # Uploaded through the API with a token, as a submitter does.
-    owner = get_user_model().objects.create_user("licensed-submitter", password="x")
+    owner = get_user_model().objects.create_user("licensed-maintainer", password="x",
+                                                 is_staff=True)
     token = token_issue(user=owner)[1]
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w:gz") as tar:
@@ -115,7 +117,8 @@ def test_a_private_source_version_is_verified_and_its_answers_stay_on_the_worker
         "agent_display_name": "Oracle (licensed test)", "agent_org_display_name": "Harbor",
         "models": [{"model_name": "none", "model_provider": "none",
                     "model_display_name": "no model", "model_org_display_name": "none"}],
-        "harness": "oracle", "harness_version": "1.0.0", "benchmark": SLUG}).encode())
+        "harness": "oracle", "harness_version": "1.0.0", "benchmark": SLUG,
+        "reference": True}).encode())
     meta.name = "metadata.yaml"
     response = Client(HTTP_AUTHORIZATION=f"Token {token}").post(
         "/api/v1/submissions/", {"archive": archive, "metadata": meta})
@@ -124,7 +127,7 @@ def test_a_private_source_version_is_verified_and_its_answers_stay_on_the_worker
 
     assert submission_intake(submission_id=response.json()["id"]) == "queued"
     sub = Submission.objects.get(owner=owner)
-    assert sub.benchmark_version == bv and sub.status == "queued"
+    assert sub.benchmark_version == bv and sub.status == "queued" and sub.is_reference
 
     job = sub.verification_jobs.get()
     assert verification_run(job_id=job.pk) == "done"

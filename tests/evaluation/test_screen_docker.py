@@ -4,7 +4,9 @@
   flagged (RH1) and counted as a failure, on the submission page, the trial view and the CSVs,
   once published; a maintainer's clearance counts it again;
 * the synthetic benchmark's own oracle runs (each task's solve.sh, run by the site's runner,
-  screened with its commands and the container activity the runner observed) raise no flag.
+  screened with its commands and the container activity the runner observed) trip RH2 (the
+  oracle reads /solution) and nothing else, whatever harness name they run under: no exemption
+  depends on a name the submitter chose, and an oracle upload is a reference run, never ranked.
 
 Needs PostgreSQL (the worker shares the test database) and Docker:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_screen \\
@@ -134,10 +136,12 @@ def _oracle_trajectory(task_dir: Path) -> dict:
     return atif("oracle", [("bash_command", {"keystrokes": ln + "\n"}) for ln in lines])
 
 
-def test_the_synthetic_oracle_runs_raise_no_flag(tmp_path, docker_engine):
+def test_the_synthetic_oracle_runs_trip_rh2_only_under_any_harness_name(tmp_path, docker_engine):
     """Every synthetic task's oracle, run by the site's runner: its commands and the container
-    activity the runner observed are screened. 0 flags (the oracle may read /solution); the
-    same runs under another harness's name trip RH2 (and only RH2), so the rules are live."""
+    activity the runner observed are screened. Each run trips RH2 (the oracle reads /solution;
+    no harness is exempt, the oracle included: its uploads are labelled reference runs, never
+    ranked, and flagged like any other) and nothing else, under the oracle's name as under
+    another harness's."""
     from evaluation import runner
 
     rules = screen.load_rules()
@@ -156,12 +160,12 @@ def test_the_synthetic_oracle_runs_raise_no_flag(tmp_path, docker_engine):
                     + screen.activity_evidence({"written": run.written,
                                                 "log": run.result.text}))
         hidden = screen.hidden_texts_of(task_dir)
-        flags[name] = [h.rule for h in screen.screen(evidence, rules=rules, harness="oracle",
-                                                     hidden_texts=hidden)]
+        flags[name] = sorted({h.rule for h in screen.screen(
+            evidence, rules=rules, harness="oracle", hidden_texts=hidden)})
         as_agent[name] = sorted({h.rule for h in screen.screen(
             evidence, rules=rules, harness="terminus-2", hidden_texts=hidden)})
     print(f"\nscreen on the synthetic oracle runs: {sum(map(len, flags.values()))} flags "
-          f"over {len(flags)} tasks (rules {rules.version}); under another harness's name: "
-          f"{as_agent}")
-    assert flags == {name: [] for name in flags}
-    assert set(map(tuple, as_agent.values())) == {("RH2",)}
+          f"over {len(flags)} tasks (rules {rules.version}): {flags}; under another harness's "
+          f"name: {as_agent}")
+    assert flags == {name: ["RH2"] for name in flags}
+    assert as_agent == flags  # the harness name changes nothing

@@ -189,9 +189,10 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
     assert "/tests" in log and "No such file or directory" in log
     assert "answer.json" not in log and json.dumps(secret_line) not in log
     flags = {t.attempt: t.flags for t in sub.trials.all()}
-    # The probe also trips the reward-hacking screen: /tests (RH1) and answer files (RH3); the
-    # submission's harness is the oracle, which may look at /solution (RH2 exempts it).
-    assert flags == {1: [], 2: ["replay_mismatch", "reward_hack:RH1", "reward_hack:RH3"],
+    # The probe also trips the reward-hacking screen: /tests (RH1), /solution (RH2: no harness
+    # is exempt, though this submission calls its harness the oracle) and answer files (RH3).
+    assert flags == {1: [], 2: ["replay_mismatch", "reward_hack:RH1", "reward_hack:RH2",
+                                "reward_hack:RH3"],
                      3: ["not_replayable"]}
     assert sub.status == "discrepancy"
     assert job.__class__.objects.get(pk=job.pk).summary["replay"]["not_replayable_trials"]
@@ -335,14 +336,15 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
         else:
             outputs[task.name] = src.read_bytes()
             paths[task.name] = cpath
+    # A submitted agent (codex with a model; its outputs are the oracle's): the site's own
+    # oracle would be a reference run, which is never published (tests/submissions/
+    # test_intake_rules.py).
     build_job_dir(tmp_path / "upload", {t.name: t.content_digest for t in bv.tasks.all()},
-                  attempts=3, agent="oracle", outputs=outputs, output_paths=paths)
+                  attempts=3, agent="codex", model="openai/gpt-5.5", outputs=outputs,
+                  output_paths=paths)
     user = get_user_model().objects.create_user("verif-submitter", password="x")
     meta = tmp_path / "metadata.yaml"
-    meta.write_text(yaml.safe_dump(build_metadata(
-        harness="oracle", harness_version="1.0.0", agent_display_name="Oracle",
-        models=[{"model_name": "none", "model_provider": "none",  # the oracle calls no model
-                 "model_display_name": "no model", "model_org_display_name": "none"}])))
+    meta.write_text(yaml.safe_dump(build_metadata()))
     (job_dir,) = (tmp_path / "upload").iterdir()
     printed, errors, result = io.StringIO(), io.StringIO(), {}
     token = token_issue(user=user)[1]
@@ -388,7 +390,7 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     assert entry.verification_level == "consistent"
     public = Client()
     csv = b"".join(public.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
-    assert b"Oracle" in csv and b",verified" in csv
+    assert b"Codex (GPT 5.5)" in csv and b",verified" in csv
     trials = b"".join(public.get(f"/trials.csv?benchmark={bv.slug}").streaming_content)
     assert trials.count(b"\n") == 22
     assert public.get(f"/submissions/{sub.pk}/").status_code == 200

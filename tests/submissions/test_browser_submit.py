@@ -23,20 +23,28 @@ def site(live_server, transactional_db, settings, tmp_path):
     return live_server.url
 
 
-def _files(tmp_path):
+def _files(tmp_path, agent="codex"):
     from evaluation.models import BenchmarkVersion
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic")
     root = tmp_path / "run"
-    build_job_dir(root, {t.name: t.content_digest for t in bv.tasks.all()}, attempts=3,
-                  agent="codex", model="openai/gpt-5.5")
+    job = build_job_dir(root, {t.name: t.content_digest for t in bv.tasks.all()}, attempts=3,
+                        agent=agent, model=None if agent == "oracle" else "openai/gpt-5.5")
+    if agent == "oracle":  # Harbor's oracle writes agent/oracle.txt and no trajectory
+        for trial in job.all_trials():
+            (trial / "agent" / "trajectory.json").unlink()
     archive = tmp_path / "run.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(root.rglob("*")):
             if path.is_file():
                 tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
     meta = tmp_path / "metadata.yaml"
-    meta.write_text(yaml.safe_dump(build_metadata()))
+    meta.write_text(yaml.safe_dump(build_metadata() if agent != "oracle" else build_metadata(
+        agent_display_name="Oracle (reference solutions)", agent_org_display_name="Harbor",
+        agent_url="https://github.com/harbor-framework/harbor", harness="oracle",
+        harness_version="1.0.0", models=[{
+            "model_name": "none", "model_provider": "none", "model_display_name": "no model",
+            "model_org_display_name": "none"}])))
     return archive, meta
 
 
@@ -94,6 +102,39 @@ def test_sign_up_token_upload_and_status_page(site, tmp_path):
         assert page.locator('[data-field="progress"]').inner_text() == "0/21"
         TEST_OUTPUT.mkdir(exist_ok=True)
         page.screenshot(path=str(TEST_OUTPUT / "submission-status.png"), full_page=True)
+        assert problems == []
+
+
+def test_the_try_outs_oracle_upload_lands_on_a_status_page_labelled_reference_run(site,
+                                                                                  tmp_path):
+    """The Submit page's try-out (Harbor's oracle on the synthetic version) through the form:
+    accepted as a reference run, and its status page says so (issue 22, point 8)."""
+    archive, meta = _files(tmp_path, agent="oracle")
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        problems = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(site + "/accounts/signup/")
+        page.fill("#id_username", "trier")
+        page.fill("#id_email", "trier@example.org")
+        page.fill("#id_password1", "a-Long-passw0rd!")
+        page.fill("#id_password2", "a-Long-passw0rd!")
+        page.click("button[type=submit]")
+        page.wait_for_url("**/account/")
+        page.goto(site + "/submit/")
+        tryout = page.locator('[data-testid="oracle-tryout"]').inner_text()
+        assert "accepted as a reference run" in tryout and "never ranked" in tryout, tryout
+        page.set_input_files("#id_archive", str(archive))
+        page.set_input_files("#id_metadata", str(meta))
+        page.click('[data-testid="upload-form"] button[type=submit]')
+        page.wait_for_url("**/submissions/*/")
+        pk = int(page.url.rstrip("/").rsplit("/", 1)[-1])
+        assert _intake_in_a_thread(pk) == "queued"
+        page.locator('[data-field="status"]').filter(has_text="queued").wait_for(timeout=15000)
+        label = page.locator('[data-testid="reference-run"]').inner_text()
+        assert label.startswith("reference run, no model: oracle, "), label
+        assert "never ranked: it cannot be published" in label
+        assert page.locator('[data-testid="trials"] tbody tr').count() == 21
         assert problems == []
 
 

@@ -259,11 +259,18 @@ def test_job_level_overrides_and_multipliers_are_reported(tmp_path, spec):
                                       "verifier.override_timeout_sec": 60})
     report = validate_submission(tmp_path, _meta(), spec)
     job_config = "2026-12-02__09-18-40/config.json"
+    job_lock = "2026-12-02__09-18-40/lock.json"
     found = {(p.code, p.path) for p in report.problems}
     assert ("timeout_multiplier", job_config) in found
     assert ("override", job_config) in found
-    assert sum(p.code == "timeout_multiplier" for p in report.problems) == 1 + 21
-    assert sum(p.code == "override" for p in report.problems) == 1 + 21
+    # The job's config, each trial, and the job's lock.json (one problem per setting there).
+    assert ("timeout_multiplier", job_lock) in found and ("override", job_lock) in found
+    assert sum(p.code == "timeout_multiplier" for p in report.problems) == 1 + 21 + 1
+    assert sum(p.code == "override" for p in report.problems) == 1 + 21 + 1
+    lock = {p.code: p.message for p in report.problems if p.path == job_lock}
+    assert lock["timeout_multiplier"] == ("timeout_multiplier is 2.0 in 21 of its 21 trial "
+                                          "locks; it must be 1.0")
+    assert lock["override"].startswith("verifier.override_timeout_sec is set (60) in 21 of")
 
 
 def test_agent_override_keys_of_both_generations(tmp_path, spec):
@@ -858,3 +865,166 @@ def test_xray_trials_without_a_reward_are_refused_with_the_judge_to_set(tmp_path
     assert f"harbor job resume -p jobs/{job_rel} -f RewardFileNotFoundError" in problem.message
     assert "Trials of xray-report-correction end without a reward" in problem.message
     assert "export XRAY_JUDGE_URL, XRAY_JUDGE_MODEL and XRAY_JUDGE_API_KEY" in problem.message
+
+
+# ------------------------------------------------------------------ Harbor's submission rules
+# (issue 22, point 6; Terminal-Bench's static validation): each rule alone on a real job
+# directory, then all of them in one report.
+
+JOB = "2026-12-02__09-18-40"
+
+
+def _first(spec) -> str:
+    return sorted(spec.tasks)[0]
+
+
+def _trial_config(key, value):
+    def change(job, spec):
+        edit_json(job.trial(_first(spec), 1) / "config.json",
+                  lambda d: set_in(d, key, value))
+        return f"{job.trial(_first(spec), 1).relative_to(job.job_dir.parent).as_posix()}"
+    return change
+
+
+def set_in(doc: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        doc = doc.setdefault(part, {})
+    doc[last] = value
+
+
+def _job_lock_entry(key, value):
+    def change(job, spec):
+        edit_json(job.job_dir / "lock.json", lambda d: set_in(d["trials"][0], key, value))
+        return f"{JOB}/lock.json"
+    return change
+
+
+def _trial_lock(key, value):
+    def change(job, spec):
+        edit_json(job.trial(_first(spec), 2) / "lock.json", lambda d: set_in(d, key, value))
+        return job.trial(_first(spec), 2).relative_to(job.job_dir.parent).as_posix()
+    return change
+
+
+def _no_trajectory(job, spec):
+    (job.trial(_first(spec), 3) / "agent" / "trajectory.json").unlink()
+    return f"{job.trial(_first(spec), 3).relative_to(job.job_dir.parent).as_posix()}" \
+           "/agent/trajectory.json"
+
+
+def _job_lock_digest(job, spec):
+    task = _first(spec)
+
+    def change(doc):
+        for entry in doc["trials"]:
+            if entry["task"]["path"] == f"tasks/{task}":
+                entry["task"]["digest"] = "sha256:" + "ab" * 32
+    edit_json(job.job_dir / "lock.json", change)
+    return f"{JOB}/lock.json"
+
+
+RULES = {
+    # no timeout or resource overrides, in each trial's config.json, its lock.json and the job's
+    "timeout_multiplier": (_trial_config("timeout_multiplier", 2.0), "timeout_multiplier",
+                           "timeout_multiplier is 2.0"),
+    "agent_timeout_multiplier": (_trial_config("agent_timeout_multiplier", 3.0),
+                                 "timeout_multiplier", "agent_timeout_multiplier is set (3.0)"),
+    "verifier_timeout_multiplier": (_trial_config("verifier_timeout_multiplier", 0.5),
+                                    "timeout_multiplier", "verifier_timeout_multiplier"),
+    "agent_override_timeout_sec": (_trial_config("agent.override_timeout_sec", 7200),
+                                   "override", "agent.override_timeout_sec is set (7200)"),
+    "verifier_override_timeout_sec": (_trial_config("verifier.override_timeout_sec", 30),
+                                      "override", "verifier.override_timeout_sec"),
+    "environment_override_memory_mb": (_trial_lock("environment.override_memory_mb", 65536),
+                                       "override", "environment.override_memory_mb"),
+    "job_lock_override_cpus": (_job_lock_entry("environment.override_cpus", 16), "override",
+                               "environment.override_cpus is set (16) in 1 of its 21 trial "
+                               "locks"),
+    "job_lock_agent_multiplier": (_job_lock_entry("agent_timeout_multiplier", 4.0),
+                                  "timeout_multiplier",
+                                  "agent_timeout_multiplier is 4.0 in 1 of its 21"),
+    # every passing trial has its trajectory
+    "trajectory": (_no_trajectory, "trajectory_missing", "wrote no ATIF trajectory"),
+    # task checksums match the version: a trial's lock.json, and the job's lock.json
+    "trial_lock_digest": (_trial_lock("task.digest", "sha256:" + "cd" * 32),
+                          "task_digest_mismatch", "different content"),
+    "job_lock_digest": (_job_lock_digest, "task_digest_mismatch",
+                        "locks clinical-trial-matching/synthetic_01 at sha256:abababab"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_harbor_submission_rule_is_refused_on_its_own(tmp_path, spec, rule):
+    change, code, words = RULES[rule]
+    job = _build(tmp_path, spec)
+    assert validate_submission(tmp_path, _meta(), spec).problems == []
+    path = change(job, spec)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert [(p.code, p.path) for p in report.problems] == [(code, path)], report.problems
+    assert words in report.problems[0].message, report.problems[0].message
+
+
+def test_fewer_attempts_than_the_version_asks_are_refused_per_task(tmp_path, spec):
+    """At least the benchmark's attempts per task (3 here): a `-k 2` job is refused, each task
+    named with what it has and what is required."""
+    build_job_dir(tmp_path, spec.tasks, attempts=2, agent="codex", model=MODEL)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert sorted((p.code, p.path) for p in report.problems) == [
+        ("attempts_missing", task) for task in sorted(spec.tasks)]
+    assert report.problems[0].message.endswith(": 2 complete attempt(s), 3 required")
+
+
+def test_a_result_json_checksum_of_other_task_content_is_refused(tmp_path, spec):
+    """Harbor 0.1.x records only result.json's task_checksum (no lock.json): checked too."""
+    job = _build(tmp_path, spec, harbor_version="0.1.18")
+    edit_json(job.trial(_first(spec), 1) / "result.json",
+              lambda d: d.update({"task_checksum": "ef" * 32}))
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert [p.code for p in report.problems] == ["task_digest_mismatch"]
+
+
+def test_the_job_lock_must_lock_only_tasks_of_the_version_with_their_digests(tmp_path, spec):
+    """The job's lock.json locks every trial's task at a digest: one problem per task whose
+    digest differs or is absent, and per task that is not in the version."""
+    job = _build(tmp_path, spec)
+    tasks = sorted(spec.tasks)
+
+    def change(doc):
+        for entry in doc["trials"]:
+            if entry["task"]["path"] == f"tasks/{tasks[1]}":
+                entry["task"]["digest"] = "sha256:" + "0" * 64
+            elif entry["task"]["path"] == f"tasks/{tasks[2]}":
+                entry["task"].pop("digest")
+        doc["trials"].append({**doc["trials"][0], "task": {
+            "name": "healthagentbench-synthetic/made-up-01", "type": "local",
+            "digest": "sha256:" + "1" * 64, "path": "tasks/made-up/01"}})
+    edit_json(job.job_dir / "lock.json", change)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert sorted((p.code, p.message.split(" at ")[0].split(" for ")[-1])
+                  for p in report.problems) == sorted([
+        ("task_digest_mismatch", f"the job's lock.json locks {tasks[1]}"),
+        ("task_digest_missing", tasks[2]),
+        ("task_unknown", "the job's lock.json locks task 'healthagentbench-synthetic/made-up-01'"
+                         ", which is not a task of healthagentbench-synthetic@1.0"),
+    ])
+    assert {p.path for p in report.problems} == {f"{JOB}/lock.json"}
+
+
+def test_every_harbor_rule_broken_at_once_is_one_report(tmp_path, spec):
+    """All of Harbor's submission rules broken in one upload: every violation listed together."""
+    job = _build(tmp_path, spec)
+    expected = set()
+    for rule in ("agent_timeout_multiplier", "job_lock_override_cpus", "trajectory",
+                 "job_lock_digest"):
+        change, code, _words = RULES[rule]
+        expected.add((code, change(job, spec)))
+    tasks = sorted(spec.tasks)
+    edit_json(job.trial(tasks[3], 2) / "lock.json",
+              lambda d: d["task"].update({"digest": "sha256:" + "9" * 64}))
+    expected.add(("task_digest_mismatch", job.trial(tasks[3], 2).relative_to(tmp_path)
+                  .as_posix()))
+    shutil.rmtree(job.trial(tasks[4], 3))
+    expected |= {("attempts_missing", tasks[4]), ("job_trials_missing", f"{JOB}/result.json")}
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert {(p.code, p.path) for p in report.problems} == expected
