@@ -382,14 +382,12 @@ VERIFICATION_REPLAY_PASSING = env.bool("VERIFICATION_REPLAY_PASSING", default=Tr
 VERIFICATION_REPLAY_FAILING = env.int("VERIFICATION_REPLAY_FAILING", default=3)
 VERIFICATION_REPLAY_MAX = env.int("VERIFICATION_REPLAY_MAX", default=200)
 # Re-run sample: this many tasks, each run this many times, with the submission's agent.
-VERIFICATION_RERUN_TASKS = env.int("VERIFICATION_RERUN_TASKS", default=3)
-VERIFICATION_RERUN_ATTEMPTS = env.int("VERIFICATION_RERUN_ATTEMPTS", default=1)
 # Claimed infrastructure errors the site re-attempts itself per verification (in a fresh
 # container: Harbor re-run, site agent, replay or the bare environment, then the verifier); only
 # a re-attempt that hits an infrastructure failure too confirms one. The rest stay unconfirmed
 # (failures) and their check row says so: the cap bounds a job's work whatever is claimed.
 VERIFICATION_INFRA_REATTEMPT_MAX = env.int("VERIFICATION_INFRA_REATTEMPT_MAX", default=10)
-# Two-sided Fisher exact test level for "re-run success differs from the claim".
+# Level of the re-run's one-sided exact test against inflated claims (the design below).
 VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
 # The site secret under which the re-run sample is chosen (an HMAC of the archive's digest,
 # submissions.verification.sample). Anyone who knows it can predict a submission's sample:

@@ -16,7 +16,7 @@ gateway are real. Only the model is the test's (tests/evaluation/stub_model.py, 
    the model with the site's key (the agent only ever had a placeholder). The collected output
    grades 1.
 2. End to end on a real Celery worker: two mini-swe-agent submissions claiming 5/5 passes on the
-   CT task; the "solves" script re-runs 5/5 (verified), the "fails" one 0/5 (paired exact p = 1/32,
+   CT task; the "solves" script re-runs 5/5 (verified), the "fails" one 0/5 (exact p = 1/252,
    discrepancy). The page states the test's power. Wall time per re-run trial is printed
    against the plain re-grade's.
 
@@ -344,7 +344,7 @@ def test_unbaked_installed_agents_say_why(settings):
 # ---------------------------------------------------------------------------------------------
 # 2. End to end on a real worker
 # ---------------------------------------------------------------------------------------------
-ATTEMPTS = 5  # the paired exact test needs 5 discordant trials to reject at 0.05
+ATTEMPTS = 5  # every attempt of the task re-run: 0/5 against 5 claimed passes, p = 1/252
 
 
 @pytest.fixture(scope="module")
@@ -416,8 +416,9 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
     settings.VERIFICATION_QUEUE = rerun_worker.queue
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
     settings.VERIFICATION_CHECKS = ["regrade", "rerun"]
-    settings.VERIFICATION_RERUN_TASKS = 1
-    settings.VERIFICATION_RERUN_ATTEMPTS = ATTEMPTS
+    settings.VERIFICATION_RERUN_FIRST_TASKS = 1
+    settings.VERIFICATION_RERUN_PER_TASK = ATTEMPTS
+    settings.VERIFICATION_RERUN_MAX_TRIALS = ATTEMPTS
     vs.point_celery_at(vs.BROKER_URL)
     bv = vs.synthetic_version()
     with transaction.atomic():
@@ -451,11 +452,11 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
         assert c.detail["gateway_requests"] >= 2 and c.detail["gateway_refused"] == 0
     assert stub_models.authorizations() == {f"Bearer {SITE_KEY}"}
 
-    # Re-run disagrees: 0/5 against the same 5 trials claimed passed: paired p = 1/32 < 0.05.
+    # Re-run disagrees: 0/5 against the same 5 trials claimed passed: exact p = 1/C(10,5) = 1/252 < 0.05.
     rerun_f = jf.summary["rerun"]
     assert fails.status == "discrepancy", (jf.summary, rerun_worker.tail())
     assert (rerun_f["rerun_success"], rerun_f["rerun_runs"]) == (0, ATTEMPTS)
-    assert rerun_f["p_value"] == pytest.approx(1 / 32) and rerun_f["significant"]
+    assert rerun_f["p_value"] == pytest.approx(1 / 252) and rerun_f["significant"]
     assert jf.summary["regrade"]["mismatched_trials"] == []
 
     # The page states the test's power for this sample.

@@ -14,7 +14,7 @@ OpenAI-compatible server (tests/evaluation/stub_model.py) answering from a scrip
 2. End to end on a real Celery worker: two terminus-2 submissions claiming 5/5 passes on the CT
    task. The site re-runs the task 4 times with each submission's model: the "solves" script
    writes the right answer (5/5, the re-run covers every counted pass: verified), the "fails"
-   script writes a wrong one (0/5 against the same 5 trials claimed passed: paired exact p = 1/32, discrepancy). The page
+   script writes a wrong one (0/5 against the same 5 trials claimed passed: exact p = 1/252, discrepancy). The page
    states the test's power for that sample. The re-run's wall time per trial is printed against
    the plain re-grade's.
 
@@ -143,7 +143,7 @@ def test_terminus2_reaches_only_the_site_endpoint(settings, harbor_ready, tmp_pa
 # ---------------------------------------------------------------------------------------------
 # 2. End to end on a real worker
 # ---------------------------------------------------------------------------------------------
-ATTEMPTS = 5  # the paired exact test needs 5 discordant trials to reject at 0.05
+ATTEMPTS = 5  # every attempt of the task re-run: 0/5 against 5 claimed passes, p = 1/252
 
 
 @pytest.fixture(scope="module")
@@ -216,8 +216,9 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     settings.VERIFICATION_QUEUE = rerun_worker.queue
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
     settings.VERIFICATION_CHECKS = ["regrade", "rerun"]
-    settings.VERIFICATION_RERUN_TASKS = 1
-    settings.VERIFICATION_RERUN_ATTEMPTS = ATTEMPTS
+    settings.VERIFICATION_RERUN_FIRST_TASKS = 1
+    settings.VERIFICATION_RERUN_PER_TASK = ATTEMPTS
+    settings.VERIFICATION_RERUN_MAX_TRIALS = ATTEMPTS
     vs.point_celery_at(vs.BROKER_URL)
     bv = vs.synthetic_version()
     with transaction.atomic():
@@ -252,11 +253,11 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     assert stub_models.count("stub-solves") >= 3 * ATTEMPTS
     assert stub_models.authorizations() == {f"Bearer {SITE_KEY}"}
 
-    # Re-run disagrees: 0/5 against the same 5 trials claimed passed: paired p = 1/32 < 0.05.
+    # Re-run disagrees: 0/5 against the same 5 trials claimed passed: exact p = 1/C(10,5) = 1/252 < 0.05.
     rerun_f = jf.summary["rerun"]
     assert fails.status == "discrepancy", (jf.summary, rerun_worker.tail())
     assert (rerun_f["rerun_success"], rerun_f["rerun_runs"]) == (0, ATTEMPTS)
-    assert rerun_f["p_value"] == pytest.approx(1 / 32) and rerun_f["significant"]
+    assert rerun_f["p_value"] == pytest.approx(1 / 252) and rerun_f["significant"]
     # The re-grades of the submitted outputs all matched: the re-run alone found it.
     assert jf.summary["regrade"]["mismatched_trials"] == []
 

@@ -88,7 +88,8 @@ def fresh_site(live_server, settings, tmp_path, docker_engine):
     settings.XRAY_JUDGE_MODEL = judge_env["XRAY_JUDGE_MODEL"]
     try:
         worker = vs.Worker(media_root=media, queue=f"{vs.QUEUE}-journey",
-                           env={"VERIFICATION_RERUN_TASKS": "1", **judge_env}).start()
+                           env={"VERIFICATION_RERUN_FIRST_TASKS": "1", "VERIFICATION_RERUN_MAX_TRIALS": "1",
+                                **judge_env}).start()
     except BaseException:
         judge.terminate()
         raise

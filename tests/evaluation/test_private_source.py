@@ -81,7 +81,8 @@ def test_a_private_source_version_is_verified_and_its_answers_stay_on_the_worker
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE  # this test runs the job itself
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
     settings.VERIFICATION_CHECKS = ["regrade", "replay", "rerun"]
-    settings.VERIFICATION_RERUN_TASKS = 1
+    settings.VERIFICATION_RERUN_FIRST_TASKS = 1
+    settings.VERIFICATION_RERUN_MAX_TRIALS = 1
     settings.TASK_SOURCES = [vs.REPO / "tasks", private_source]
     out = io.StringIO()
     call_command("sync_tasks", stdout=out)

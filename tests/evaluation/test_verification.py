@@ -73,7 +73,8 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
     from submissions.verification import verification_enqueue
 
     settings.VERIFICATION_CHECKS = ["regrade", "rerun"]
-    settings.VERIFICATION_RERUN_TASKS = 2
+    settings.VERIFICATION_RERUN_FIRST_TASKS = 2
+    settings.VERIFICATION_RERUN_MAX_TRIALS = 2
     bv = vs.synthetic_version()
     assert bv.tasks.count() == 7
     with transaction.atomic():
@@ -111,7 +112,10 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
     assert commitment(sample["order"], sample["salt"]) == honest.rerun_commitment
     rerun_trials = {(t.benchmark_task.name, t.attempt)
                     for t in honest.trials.filter(verification_level="re-run")}
-    assert rerun_trials == {tuple(x) for x in sample["order"][:2]}
+    first_of_task: dict = {}
+    for name, attempt in sample["order"]:
+        first_of_task.setdefault(name, (name, attempt))
+    assert rerun_trials == set(list(first_of_task.values())[:2])  # one trial of each of 2 tasks
     assert TrialCheck.objects.filter(job=job, kind=CheckKind.REGRADE).count() == 21
     assert all(t.verified_reward == 1.0 and t.flags == [] for t in honest.trials.all())
     # The X-ray trials were judged by the configured judge (the session's stub) on the worker.
@@ -398,8 +402,9 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
 
 def test_rerun_significance_nop_and_command_agents(settings, oracle):
     """Re-run: a `nop` harness claiming every task is re-run by the site's nop agent on 9 trials
-    (3 tasks x 3 attempts), 0 of 9 against the same 9 trials claimed passed: the paired exact
-    test gives p = 1/512 -> discrepancy, even though every re-grade matches. A command agent (install script + run template, the way harness agents are
+    (3 tasks x 3 attempts), 0 of 9 against the same 9 trials claimed passed: the exact test
+    stratified by task gives p = (1/20)^3 = 1/8000 -> discrepancy, even though every re-grade
+    matches. A command agent (install script + run template, the way harness agents are
     described) reproduces its claim -> verified. The instruction reaches the agent as a file."""
     from django.db import transaction
 
@@ -407,8 +412,9 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
     from submissions.verification import verification_enqueue, verification_run
 
     settings.VERIFICATION_CHECKS = ["rerun"]
-    settings.VERIFICATION_RERUN_TASKS = 3
-    settings.VERIFICATION_RERUN_ATTEMPTS = 3
+    settings.VERIFICATION_RERUN_FIRST_TASKS = 3
+    settings.VERIFICATION_RERUN_PER_TASK = 3
+    settings.VERIFICATION_RERUN_MAX_TRIALS = 9
     answer = (oracle[CT] / "workspace" / "submission.json").read_text().rstrip()
     settings.VERIFICATION_COMMAND_AGENTS = {"scripted": {
         "install": "test -s /agent/instruction.md && echo installed",
@@ -430,7 +436,7 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
     summary = jobs[0].__class__.objects.get(pk=jobs[0].pk).summary["rerun"]
     assert (summary["rerun_success"], summary["rerun_runs"]) == (0, 9)
     assert (summary["claimed_success"], summary["claimed_runs"]) == (9, 9)
-    assert summary["p_value"] == pytest.approx(1 / 512) and summary["significant"]
+    assert summary["p_value"] == pytest.approx(1 / 8000) and summary["significant"]
     assert nop.status == "discrepancy"
     scripted_rerun = TrialCheck.objects.filter(job=jobs[1], kind=CheckKind.RERUN)
     assert [r.verified_reward for r in scripted_rerun] == [1.0] * 3, [

@@ -37,7 +37,8 @@ from submissions.services import (
     submission_verdict_record,
 )
 from submissions.verification import public_sample, rerun_commit, rerun_reveal
-from submissions.verification.checks.rerun import paired_inflation_p
+from submissions.verification.checks import job_config
+from submissions.verification.checks.rerun import paired_inflation_p, rerun_state
 from submissions.verification.sample import commitment, sample_order
 from tests.factories import AgentFactory, published_submission
 
@@ -45,9 +46,14 @@ Q = "?benchmark=small@1.0"
 pytestmark = pytest.mark.django_db
 
 
-def _verified_by_rerun(tasks, *, rerun_pass=True, level=VerificationLevel.REPRODUCED):
+def _verified_by_rerun(tasks, settings, *, first=5, per_task=3, rerun_pass=True,
+                       level=VerificationLevel.REPRODUCED):
     """A submission whose 15 trials were re-graded (all agree), every pass at ``level``, and a
-    done verification job that re-ran 6 trials (tasks 0 and 1, attempts 1-3)."""
+    done verification job that re-ran what the design queued (``first`` tasks of the secret
+    order, ``per_task`` trials each), passing as claimed or (``rerun_pass`` False) failing."""
+    settings.VERIFICATION_RERUN_FIRST_TASKS = first
+    settings.VERIFICATION_RERUN_PER_TASK = per_task
+    settings.VERIFICATION_RERUN_MAX_TRIALS = first * per_task
     sub = published_submission(AgentFactory(display_name="Rerun (M1)", slug="rerun"), tasks,
                                ["PPP", "PPF", "FFF", "PFF", "PPP"],
                                status=SubmissionStatus.CONSISTENT, published_at=None)
@@ -58,15 +64,16 @@ def _verified_by_rerun(tasks, *, rerun_pass=True, level=VerificationLevel.REPROD
             verification_level=level if t.success else VerificationLevel.REGRADED)
     rerun_commit(submission_id=sub.pk)
     job = VerificationJob.objects.create(submission=sub, attempt=1, status=JobStatus.DONE,
-                                         purpose=JobPurpose.VERIFY)
-    for task in tasks[:2]:
-        for attempt in (1, 2, 3):
-            claimed = trials.get(benchmark_task=task, attempt=attempt).claimed_success
-            ok = claimed if rerun_pass else False
+                                         purpose=JobPurpose.VERIFY, config=job_config())
+    state, _pks = rerun_state(job)
+    by_name = {t.name: t for t in tasks}
+    for group in state.queue():
+        for t in group:
+            ok = t.claimed if rerun_pass else False
             TrialCheck.objects.create(
-                job=job, kind=CheckKind.RERUN, benchmark_task=task, sample_index=attempt,
-                status=CheckStatus.MATCH if ok else CheckStatus.MISMATCH,
-                verified_reward=1.0 if ok else 0.0, claimed_reward=1.0 if claimed else 0.0)
+                job=job, kind=CheckKind.RERUN, benchmark_task=by_name[t.task],
+                sample_index=t.attempt, status=CheckStatus.MATCH if ok else CheckStatus.MISMATCH,
+                verified_reward=1.0 if ok else 0.0, claimed_reward=1.0 if t.claimed else 0.0)
     return sub, job
 
 
@@ -88,9 +95,10 @@ def test_the_methods_page_defines_every_level_and_verdict(client):
     assert 'data-testid="checks"' in page and "Infrastructure re-attempt" in page
 
 
-def test_reproduced_passes_without_a_rerun_are_consistent_never_verified(small_benchmark):
+def test_reproduced_passes_without_a_rerun_are_consistent_never_verified(small_benchmark,
+                                                                        settings):
     bv, tasks = small_benchmark
-    sub, job = _verified_by_rerun(tasks)
+    sub, job = _verified_by_rerun(tasks, settings)
     TrialCheck.objects.filter(job=job).delete()  # no re-run at all
     cov = submission_verdict_record(submission_id=sub.pk, job=job)
     assert cov["verdict"] == "consistent"
@@ -99,30 +107,44 @@ def test_reproduced_passes_without_a_rerun_are_consistent_never_verified(small_b
         "trials; not re-run by the site (re-run not configured)")
 
 
-def test_a_rerun_that_agrees_verifies_and_covers_only_the_trials_it_reran(small_benchmark):
+def test_a_rerun_that_agrees_verifies(small_benchmark, settings):
     bv, tasks = small_benchmark
-    sub, job = _verified_by_rerun(tasks)
+    sub, job = _verified_by_rerun(tasks, settings)  # every trial re-run, as claimed
     cov = submission_verdict_record(submission_id=sub.pk, job=job)
     assert cov["verdict"] == "verified", cov
-    # Tasks 0 and 1, attempts 1-3: 6 trials at "re-run"; the other passes stay reproduced.
-    levels = list(Trial.objects.filter(submission=sub).values_list("verification_level",
-                                                                      flat=True))
-    assert levels.count("re-run") == 6
-    assert (cov["rerun"], cov["reproduced"], cov["passes"]) == (6, 4, 9)
+    assert (cov["rerun"], cov["reproduced"], cov["passes"]) == (15, 0, 9)
     assert coverage_badge(cov) == (
-        "verified: re-graded 15/15, reproduced 4/15, re-run 6/15 counted trials; the site re-ran "
-        "the agent and it agrees with the claims; every counted pass (9) reproduced or re-run")
+        "verified: re-graded 15/15, reproduced 0/15, re-run 15/15 counted trials; the site "
+        "re-ran the agent and it agrees with the claims; every counted pass (9) reproduced or "
+        "re-run")
 
 
-def test_claimed_passes_that_fail_when_rerun_are_a_discrepancy(small_benchmark):
+def test_a_rerun_attempt_covers_only_the_trial_it_reproduces(small_benchmark, settings):
     bv, tasks = small_benchmark
-    sub, job = _verified_by_rerun(tasks, rerun_pass=False)
-    # Tasks 0 and 1 claim PPP and PPF: 5 claimed passes fail when re-run, none the other way.
-    assert paired_inflation_p(5, 0) == pytest.approx(1 / 32)
+    sub, job = _verified_by_rerun(tasks, settings, first=2, per_task=1)
+    cov = submission_verdict_record(submission_id=sub.pk, job=job)
+    rerun = set(Trial.objects.filter(submission=sub, verification_level="re-run")
+                .values_list("benchmark_task__name", "attempt"))
+    state, _pks = rerun_state(job)
+    assert rerun == {t.key for group in state.queue() for t in group} and len(rerun) == 2
+    # The other passes were reproduced: every counted pass is covered, and the re-run agrees.
+    assert cov["rerun"] == 2 and cov["verdict"] == "verified", cov
+
+
+def test_claimed_passes_that_fail_when_rerun_are_a_discrepancy(small_benchmark, settings):
+    bv, tasks = small_benchmark
+    sub, job = _verified_by_rerun(tasks, settings, rerun_pass=False)
+    # Every re-run fails. Per task (claims PPP, PPF, FFF, PFF, PPP), the chance that 3 fresh
+    # attempts all fail given the task's totals: 1/20, 1/5, 1, 1/2, 1/20 -> p = 1/4000.
+    from submissions.verification.checks.rerun import rerun_statistics
+
+    stats = rerun_statistics(job)
+    assert stats["p_value"] == pytest.approx(1 / 4000) and stats["decision"] == "inflated"
     cov = submission_verdict_record(submission_id=sub.pk, job=job)
     assert cov["verdict"] == "discrepancy" and cov["rerun_contradicts"]
     assert coverage_badge(cov).endswith(
         "the re-run succeeds significantly less often than claimed)")
+    assert paired_inflation_p(5, 0) == pytest.approx(1 / 32)  # McNemar's view of the same
 
 
 def test_paired_exact_test_hand_checked():
@@ -135,9 +157,9 @@ def test_paired_exact_test_hand_checked():
 
 
 def test_a_rescreen_flag_and_its_clearance_move_badge_and_aggregates_together(
-        small_benchmark, client, django_user_model):
+        small_benchmark, client, django_user_model, settings):
     bv, tasks = small_benchmark
-    sub, job = _verified_by_rerun(tasks)
+    sub, job = _verified_by_rerun(tasks, settings)
     submission_verdict_record(submission_id=sub.pk, job=job)
     sub.refresh_from_db()
     assert sub.status == "verified"
@@ -169,7 +191,7 @@ def test_the_sample_is_secret_committed_and_revealed(small_benchmark, settings, 
                                                     django_user_model):
     bv, tasks = small_benchmark
     settings.VERIFICATION_SAMPLE_SECRET = "site-secret-one"
-    sub, job = _verified_by_rerun(tasks)
+    sub, job = _verified_by_rerun(tasks, settings)
     owner = django_user_model.objects.create_user("owner")
     sub.owner = owner
     sub.save(update_fields=["owner"])

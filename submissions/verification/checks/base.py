@@ -170,8 +170,17 @@ def job_config() -> dict:
         "replay_passing": settings.VERIFICATION_REPLAY_PASSING,
         "replay_failing": settings.VERIFICATION_REPLAY_FAILING,
         "replay_max": settings.VERIFICATION_REPLAY_MAX,
-        "rerun_tasks": settings.VERIFICATION_RERUN_TASKS,
-        "rerun_attempts": settings.VERIFICATION_RERUN_ATTEMPTS,
+        # The sequential re-run design (submissions.verification.design), fixed per job.
+        "rerun_design": {
+            "first": settings.VERIFICATION_RERUN_FIRST_TASKS,
+            "step": settings.VERIFICATION_RERUN_STEP_TASKS,
+            "max_trials": settings.VERIFICATION_RERUN_MAX_TRIALS,
+            "alpha": settings.VERIFICATION_RERUN_ALPHA,
+            "reruns_per_task": settings.VERIFICATION_RERUN_PER_TASK,
+            "max_cost_usd": float(settings.VERIFICATION_RERUN_MAX_COST_USD) or None,
+            "futility_z": settings.VERIFICATION_RERUN_FUTILITY_Z,
+            "spending": settings.VERIFICATION_RERUN_SPENDING,
+        },
         "rerun_alpha": settings.VERIFICATION_RERUN_ALPHA,
         "infra_reattempt_max": settings.VERIFICATION_INFRA_REATTEMPT_MAX,
     }

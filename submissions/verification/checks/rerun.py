@@ -8,7 +8,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from django.conf import settings
 from scipy.stats import binom, fisher_exact
 
 from evaluation import agents, judging, runner
@@ -16,11 +15,13 @@ from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.models import (
     CheckKind,
     CheckStatus,
+    Outcome,
     Submission,
     Trial,
     TrialCheck,
     VerificationJob,
 )
+from submissions.verification import design
 from submissions.verification.sample import rerun_commit
 from submissions.verification.checks.base import (
     Check,
@@ -29,6 +30,7 @@ from submissions.verification.checks.base import (
     Result,
     grader_digest,
     grader_version,
+    job_config,
     task_dir_of,
 )
 
@@ -86,71 +88,89 @@ def rerun_power(n_rerun: int, c_pass: int, c_fail: int, alpha: float,
 
 
 def paired_inflation_p(b: int, c: int) -> float:
-    """One-sided exact test (McNemar's, as a binomial) of the discordant pairs: b claimed passes
-    that failed when the site re-ran that task and attempt, c claimed failures that passed. An
-    honest stochastic agent's claim and re-run are two draws of the same trial, so b and c are
-    equally likely; claims inflated by turning failures into passes make b larger.
-    p = P(X >= b) for X ~ Binomial(b + c, 1/2)."""
-    n = b + c
-    if n == 0 or b == 0:
-        return 1.0
-    return float(binom.sf(b - 1, n, 0.5))
+    """McNemar's exact test, one-sided, as a binomial: b claimed passes that failed when the site
+    re-ran that task and attempt, c claimed failures that passed; p = P(X >= b), X ~
+    Binomial(b + c, 1/2). (The design's test, stratified by task, is the default; this is its
+    per-trial special case, design.mcnemar_p_value.)"""
+    return design.mcnemar_p_value(b, c)
 
 
-def rerun_pairs(job: VerificationJob) -> list[dict]:
-    """(task, attempt, claimed success, re-run success) of every trial the job re-ran."""
-    ran = TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN,
-                                    status__in=(CheckStatus.MATCH, CheckStatus.MISMATCH))
-    rows = list(ran.values_list("benchmark_task_id", "sample_index", "verified_reward",
-                                "duration_s"))
-    claimed = {(t, a): (c, pk) for t, a, c, pk in Trial.objects.filter(
-        submission_id=job.submission_id, benchmark_task_id__in={r[0] for r in rows}).values_list(
-        "benchmark_task_id", "attempt", "claimed_success", "pk")}
-    pairs = []
-    for task_id, attempt, reward, seconds in rows:
-        if (task_id, attempt) not in claimed:
-            continue  # a sample row of an attempt the submission does not have: not paired
-        success, trial_id = claimed[(task_id, attempt)]
-        pairs.append({"task": task_id, "attempt": attempt, "trial": trial_id,
-                      "claimed": bool(success), "rerun": (reward or 0.0) >= 1.0,
-                      "seconds": seconds})
-    return pairs
+def design_of(job: VerificationJob, trials=None) -> design.Design:
+    """The job's re-run design (fixed in its config when it was created), with the submission's
+    reported mean cost per attempt as the cost estimate for the model-cost cap."""
+    conf = {**job_config()["rerun_design"], **((job.config or {}).get("rerun_design") or {})}
+    costs = [float(c) for c in (trials if trials is not None else Trial.objects.filter(
+        submission_id=job.submission_id)).values_list("cost_usd", flat=True) if c]
+    return design.Design(**conf, cost_per_trial_usd=(sum(costs) / len(costs)) if costs else None)
 
 
-def rerun_statistics(job: VerificationJob) -> dict | None:
+def rerun_state(job: VerificationJob) -> tuple[design.RerunState, dict]:
+    """The re-run so far: every counted trial in the submission's committed secret order, the
+    re-run results this job recorded, and {(task name, attempt): Trial pk}."""
+    rerun_commit(submission_id=job.submission_id)  # intake made it; kept if so
+    order = Submission.objects.values_list("rerun_sample", flat=True).get(pk=job.submission_id)
+    trials = Trial.objects.filter(submission_id=job.submission_id).exclude(
+        outcome=Outcome.INFRA_ERROR)
+    rows = {(n, a): (c, pk) for n, a, c, pk in trials.values_list(
+        "benchmark_task__name", "attempt", "claimed_success", "pk")}
+    candidates = [design.Trial(task=n, attempt=int(a), claimed=bool(rows[(n, int(a))][0]))
+                  for n, a in order if (n, int(a)) in rows]
+    results = {(n, a): (r or 0.0) >= 1.0 for n, a, r in TrialCheck.objects.filter(
+        job=job, kind=CheckKind.RERUN, status__in=(CheckStatus.MATCH, CheckStatus.MISMATCH))
+        .values_list("benchmark_task__name", "sample_index", "verified_reward")}
+    state = design.RerunState(design_of(job, trials), candidates, results)
+    return state, {k: v[1] for k, v in rows.items()}
+
+
+def rerun_statistics(job: VerificationJob, *, with_power: bool = False) -> dict | None:
+    """The re-run's result under the job's design: the decision of the exact test at the last
+    complete look (consistent, inflated or inconclusive), the figures behind it and, with
+    ``with_power``, what the design detects against these claims (design.describe_power)."""
     reruns = list(TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN))
-    pairs = rerun_pairs(job)
-    if not pairs:
+    state, pks = rerun_state(job)
+    if not state.results:
         blocked = [r for r in reruns if r.status == CheckStatus.NOT_RUNNABLE]
         reason = (blocked or reruns)[0].reason if reruns else "re-run not configured"
         return {"ran": False, "reason": reason, "significant": False,
                 "not_runnable": bool(blocked)}
-    b = sum(1 for x in pairs if x["claimed"] and not x["rerun"])
-    c = sum(1 for x in pairs if x["rerun"] and not x["claimed"])
-    c_pass = sum(1 for x in pairs if x["claimed"])
-    r_pass = sum(1 for x in pairs if x["rerun"])
-    p = paired_inflation_p(b, c)
-    alpha = (job.config or {}).get("rerun_alpha", settings.VERIFICATION_RERUN_ALPHA)
-    return {
+    d = design.decision(state)
+    covered = [tuple(k) for k in d["covered"]]
+    claimed = {t.key: t.claimed for t in state.candidates}
+    runs = len(covered) or len(state.results)
+    keys = covered or list(state.results)
+    r_pass = sum(1 for k in keys if state.results.get(k))
+    c_pass = sum(1 for k in keys if claimed.get(k))
+    out = {
         "ran": True,
-        "tasks": len({x["task"] for x in pairs}),
+        "decision": d["status"],
+        "decision_reason": d["reason"],
+        "tasks": len({k[0] for k in keys}),
         "rerun_success": r_pass,
-        "rerun_runs": len(pairs),
-        "rerun_rate": r_pass / len(pairs),
+        "rerun_runs": runs,
+        "rerun_rate": r_pass / runs,
         "claimed_success": c_pass,
-        "claimed_runs": len(pairs),
-        "claimed_rate": c_pass / len(pairs),
-        "claimed_pass_rerun_fail": b,
-        "claimed_fail_rerun_pass": c,
-        "test": ("paired exact test, one-sided (McNemar): claimed vs re-run success of the "
-                 "same task and attempt"),
-        "p_value": p,
-        "alpha": alpha,
-        "significant": p < alpha,
-        "agreeing_trials": sorted(x["trial"] for x in pairs if x["claimed"] == x["rerun"]),
-        "power": rerun_power(len(pairs), c_pass, len(pairs) - c_pass, alpha),
-        "seconds_per_trial": (sum(x["seconds"] or 0.0 for x in pairs) / len(pairs)),
+        "claimed_runs": runs,
+        "claimed_rate": c_pass / runs,
+        "claimed_pass_rerun_fail": d["b"],
+        "claimed_fail_rerun_pass": d["c"],
+        "expected_passes": d.get("expected_passes"),
+        "look": d["look"], "looks": d["looks"],
+        "test": d["test"],
+        "p_value": d["p_value"] if d["p_value"] is not None else 1.0,
+        "alpha": d["alpha"],
+        "alpha_spent": d.get("alpha_spent"),
+        "significant": d["status"] == design.INFLATED,
+        # A re-run covers only the trial it reproduces, when its result agrees with the claim.
+        "agreeing_trials": sorted(pks[k] for k in keys
+                                  if k in pks and bool(state.results.get(k)) == claimed.get(k)),
+        "seconds_per_trial": (sum(r.duration_s or 0.0 for r in reruns
+                                  if r.status in (CheckStatus.MATCH, CheckStatus.MISMATCH))
+                              / max(1, len(state.results))),
     }
+    if with_power:
+        out["power"] = design.describe_power(state.candidates, state.design)
+        out["power"]["statement"] = out["power"]["sentence"]
+    return out
 
 
 class Rerun(Check):
@@ -165,30 +185,41 @@ class Rerun(Check):
     report_order = 3
 
     def run(self, ctx: CheckContext) -> None:
-        done = ctx.done(self.kind)
-        todo = [(task, k) for task, k in self.sample(ctx) if (task.pk, k) not in done]
-        agent, _why = ctx.rerun_agent()
-        if agent is not None and agent.kind == "harbor":
-            # One `harbor run -k n` per task (Harbor runs its trials -n at a time itself),
-            # the tasks one after the other.
-            groups: dict[int, tuple] = {}
-            for task, k in todo:
-                groups.setdefault(task.pk, (task, []))[1].append(k)
-            for group in groups.values():
-                ctx.guard()
-                self.check_harbor(ctx, agent, group)
-        else:
-            ctx.parallel(lambda item: self.check(ctx, item), todo)
-
-    def sample(self, ctx: CheckContext) -> list[tuple]:
-        """(task, attempt) pairs from the front of the submission's committed re-run order
-        (submissions.verification.sample: secret, fixed at intake, revealed with the verdict).
-        A re-run attempt reproduces exactly the trial with that task and attempt."""
-        rerun_commit(submission_id=ctx.sub.pk)  # intake made it; kept if so
-        order = Submission.objects.values_list("rerun_sample", flat=True).get(pk=ctx.sub.pk)
+        """Stage by stage (design.next_stage) from the front of the committed secret order:
+        re-run the trials up to the next look, test, go on while inconclusive and the caps
+        allow. A resumed job starts from the rows an earlier attempt wrote."""
+        agent, why = ctx.rerun_agent()
         tasks = {t.benchmark_task.name: t.benchmark_task for t in ctx.trials}
-        size = max(0, int(ctx.config["rerun_tasks"])) * max(1, int(ctx.config["rerun_attempts"]))
-        return [(tasks[name], int(attempt)) for name, attempt in order[:size] if name in tasks]
+        tried: set = set()
+        while True:
+            ctx.guard()
+            state, _pks = rerun_state(ctx.job)
+            stage = design.next_stage(state)
+            if not stage:
+                return
+            if agent is None:  # one row says why; the verdict reports "not re-runnable"
+                first = stage[0]
+                ctx.record(CheckKind.RERUN, task=tasks[first.task], sample_index=first.attempt,
+                           res=Result(CheckStatus.NOT_RUNNABLE,
+                                      claimed_reward=1.0 if first.claimed else 0.0, reason=why))
+                return
+            done = set(TrialCheck.objects.filter(job=ctx.job, kind=self.kind).values_list(
+                "benchmark_task__name", "sample_index"))
+            todo = [(tasks[t.task], t.attempt) for t in stage if t.key not in done]
+            if not todo or tried >= {t.key for t in stage}:
+                return  # rows that cannot decide (awaiting the judge): inconclusive, said so
+            tried |= {t.key for t in stage}
+            if agent.kind == "harbor":
+                # One `harbor run -k n` per task (Harbor runs its trials -n at a time itself),
+                # the tasks one after the other.
+                groups: dict[int, tuple] = {}
+                for task, k in todo:
+                    groups.setdefault(task.pk, (task, []))[1].append(k)
+                for group in groups.values():
+                    ctx.guard()
+                    self.check_harbor(ctx, agent, group)
+            else:
+                ctx.parallel(lambda item: self.check(ctx, item), todo)
 
     def claimed(self, ctx: CheckContext, task, attempt: int) -> float | None:
         """The claimed success (1/0) of the trial a re-run attempt reproduces."""
@@ -284,12 +315,12 @@ class Rerun(Check):
 
 
     def summarize(self, job, checks) -> Contribution:
-        stats = rerun_statistics(job)
+        stats = rerun_statistics(job, with_power=True)
         headline = ""
         if stats and stats["ran"]:
-            headline = (f"re-run {stats['rerun_success']}/{stats['rerun_runs']} vs claimed "
+            headline = (f"re-run {stats['rerun_success']}/{stats['rerun_runs']} vs "
                         f"{stats['claimed_success']}/{stats['claimed_runs']} claimed on the "
-                        f"same trials (paired p={stats['p_value']:.3g}"
+                        f"same trials ({stats['decision']}, exact p={stats['p_value']:.3g}"
                         f"{', significant' if stats['significant'] else ''})")
         return Contribution("rerun", stats, headline=headline,
                             contradicts=bool(stats and stats["significant"]))
