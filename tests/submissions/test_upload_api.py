@@ -508,10 +508,10 @@ def test_the_clients_lines_are_sentences_not_python_values():
     done = {"id": 9, "benchmark": "b@1", "status": "consistent", "url": "/submissions/9/",
             "progress": {"done": 21, "total": 21}, "queue_position": None,
             "verification": {**job, "status": "done", "verdict": "consistent", "summary": {
-                "headline": "checked: 21/21 re-grades match", "judge": {"requests": 0}}}}
-    assert progress_line(done) == "status checked, 21/21 trials"
+                "headline": "consistent: 21/21 re-grades match", "judge": {"requests": 0}}}}
+    assert progress_line(done) == "status consistent, 21/21 trials"
     assert verdict_lines("http://site/", done) == [
-        "submission 9 on b@1: checked", "  verdict: checked: 21/21 re-grades match",
+        "submission 9 on b@1: consistent", "  verdict: consistent: 21/21 re-grades match",
         "  status page: http://site/submissions/9/"]
     refused = {"id": 10, "benchmark": None, "status": "refused", "url": "/submissions/10/",
                "status_reason": "1 problem(s) in the upload; see the list below",
