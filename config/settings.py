@@ -190,8 +190,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
 CELERY_TASK_ACKS_LATE = True
 # Without this a SIGKILLed child's message is acked and the job is lost.
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-# Long container jobs: never reserve a second job while one runs.
+# Long container jobs: never reserve a second job while one runs. With late acks a running job's
+# message counts against the prefetch count (concurrency x 1), so RabbitMQ never delivers a
+# message no process can start. Redis emulates prefetch in the client, and after a reconnect (a
+# broker restart while a job runs) the running job's message no longer counts: a busy worker
+# then took the next job's message and, if SIGKILLed, left it unacknowledged until the
+# visibility timeout (issue 30). Celery's disable_prefetch (Redis only) fetches a message only
+# when a pool process is free.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_DISABLE_PREFETCH = CELERY_BROKER_URL.startswith(("redis", "rediss"))
 # The database is the source of truth; results are not needed.
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "web"
@@ -356,7 +363,16 @@ VERIFICATION_RETRY_BACKOFF_S = env.int("VERIFICATION_RETRY_BACKOFF_S", default=3
 # A running job writes heartbeat_at this often; older than STALE_AFTER it is taken back (R19).
 VERIFICATION_HEARTBEAT_S = env.float("VERIFICATION_HEARTBEAT_S", default=30.0)
 VERIFICATION_STALE_AFTER_S = env.int("VERIFICATION_STALE_AFTER_S", default=600)
-# Pending jobs published longer ago than this are published again (duplicates are no-ops).
+# The reaper (reap_stuck_submissions) runs this often, on the beat below.
+VERIFICATION_REAPER_INTERVAL_S = env.float("VERIFICATION_REAPER_INTERVAL_S", default=60.0)
+# A pending job whose message left the queue (no ready message is waiting in it) but that no
+# worker claimed within this bound was taken by a worker that died holding it (a prefetched
+# message of a SIGKILLed worker waits for the broker's visibility timeout): it is published
+# again. The claim is a compare-and-swap, so the copy the broker may redeliver later is a no-op.
+VERIFICATION_UNCLAIMED_AFTER_S = env.float("VERIFICATION_UNCLAIMED_AFTER_S",
+                                           default=2 * VERIFICATION_REAPER_INTERVAL_S)
+# Pending jobs published longer ago than this are published again even while the queue holds
+# messages (a message lost behind a long queue); duplicates are no-ops.
 VERIFICATION_REPUBLISH_AFTER_S = env.int("VERIFICATION_REPUBLISH_AFTER_S", default=1800)
 # Rows the reaper handles per run (bounded batch).
 VERIFICATION_REAPER_BATCH = env.int("VERIFICATION_REAPER_BATCH", default=50)
@@ -378,6 +394,12 @@ VERIFICATION_RERUN_ATTEMPTS = env.int("VERIFICATION_RERUN_ATTEMPTS", default=1)
 VERIFICATION_INFRA_REATTEMPT_MAX = env.int("VERIFICATION_INFRA_REATTEMPT_MAX", default=10)
 # Two-sided Fisher exact test level for "re-run success differs from the claim".
 VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
+# The site secret under which the re-run sample is chosen (an HMAC of the archive's digest,
+# submissions.verification.sample). Anyone who knows it can predict a submission's sample:
+# `check --deploy` refuses the default (evaluation.E002). Also VERIFICATION_SAMPLE_SECRET_FILE.
+VERIFICATION_SAMPLE_SECRET_DEFAULT = "insecure-dev-only-sample-secret"
+VERIFICATION_SAMPLE_SECRET = _env_or_file("VERIFICATION_SAMPLE_SECRET",
+                                          default=VERIFICATION_SAMPLE_SECRET_DEFAULT)
 # Command agents the site can run, by harness slug (JSON): {"codex": {"install": "...",
 # "run": "codex exec {instruction_file}", "env": ["OPENAI_API_KEY"]}}. oracle, nop and replay
 # are built in. API keys named in "env" are read from VERIFICATION_AGENT_SECRETS.
@@ -420,7 +442,7 @@ VERIFICATION_EXPECTED_BASE_IMAGE_ID = env.str("VERIFICATION_EXPECTED_BASE_IMAGE_
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-submissions": {
         "task": "evaluation.reap_stuck_submissions",
-        "schedule": env.float("VERIFICATION_REAPER_INTERVAL_S", default=60.0),
+        "schedule": VERIFICATION_REAPER_INTERVAL_S,
     },
 }
 

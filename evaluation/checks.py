@@ -2,7 +2,8 @@
 
 The synthetic judge (evaluation/synthetic_judge.py) is a rule for the synthetic benchmark, not
 an LLM: a production site (DEBUG off) configured with it would publish X-ray grades no judge
-gave. `manage.py check --deploy` (run in CI with DEBUG off) fails on it.
+gave. `manage.py check --deploy` (run in CI with DEBUG off) fails on it, and on the public
+default of the re-run sample's secret (VERIFICATION_SAMPLE_SECRET).
 """
 
 from django.conf import settings
@@ -21,3 +22,17 @@ def synthetic_judge_not_in_production(app_configs=None, **kwargs):
         hint="configure a real OpenAI-compatible judge (XRAY_JUDGE_URL, XRAY_JUDGE_MODEL, "
              "XRAY_JUDGE_API_KEY), or leave XRAY_JUDGE_URL empty: X-ray trials then await it",
         id="evaluation.E001")]
+
+
+@register(Tags.security, deploy=True)
+def sample_secret_not_default(app_configs=None, **kwargs):
+    """The re-run sample is an HMAC under VERIFICATION_SAMPLE_SECRET: with the public default
+    anyone could compute which tasks the site will re-run and be honest only on those."""
+    if settings.VERIFICATION_SAMPLE_SECRET != settings.VERIFICATION_SAMPLE_SECRET_DEFAULT:
+        return []
+    return [Error(
+        "VERIFICATION_SAMPLE_SECRET is the public development default: every submitter could "
+        "predict which trials the site re-runs",
+        hint="set VERIFICATION_SAMPLE_SECRET (or VERIFICATION_SAMPLE_SECRET_FILE) to a long "
+             "random value kept private, e.g. `head -c 48 /dev/urandom | base64`",
+        id="evaluation.E002")]

@@ -148,12 +148,12 @@ class LeaderboardListApi(ApiView):
         infra_errors_confirmed = serializers.IntegerField(
             help_text="of those, confirmed by the site (only these leave the denominator)")
         verification_level = serializers.CharField(
-            help_text="verified | checked | discrepancy | unverified | reconstructed (/methods/)")
+            help_text="verified | consistent | discrepancy | unverified | reconstructed (/methods/#verdicts)")
         regraded_trials = serializers.IntegerField(allow_null=True)
-        replayed_trials = serializers.IntegerField(allow_null=True)
+        reproduced_trials = serializers.IntegerField(allow_null=True)
         rerun_trials = serializers.IntegerField(allow_null=True)
         counted_trials = serializers.IntegerField(allow_null=True)
-        passes_not_replayed_or_rerun = serializers.IntegerField(allow_null=True)
+        passes_not_reproduced_or_rerun = serializers.IntegerField(allow_null=True)
         badge = serializers.CharField()
         agent_id = serializers.IntegerField(help_text="stable id of the agent")
         agent_slug = serializers.CharField(help_text="the agent page's /agents/<slug>/")
@@ -270,7 +270,8 @@ class TrialListApi(ApiView):
         verified_reward = serializers.FloatField(allow_null=True,
                                                  help_text="the site's re-grade (null: not re-graded)")
         verification_level = serializers.CharField(
-            help_text="claimed | re-graded | re-run | replayed | reconstructed (/methods/)")
+            help_text=("re-run | reproduced | re-graded | claimed | reconstructed, strongest "
+                       "first (/methods/#verification-levels)"))
         flags = serializers.CharField(help_text="integrity flags, ';'-separated "
                                                 "(awaiting_judge: not scored, no X-ray judge)")
         submission = serializers.IntegerField()

@@ -394,6 +394,27 @@ def trial_count(
     return Trial.objects.filter(submission_id__in=sub_ids).count()
 
 
+def verification_described() -> dict:
+    """The words of verification, from their one home: the levels strongest first and the
+    verdicts with their one-line definitions, and every registered check (what it runs, what
+    it contributes)."""
+    from submissions.models import (
+        LEVEL_DEFINITIONS,
+        VERDICT_DEFINITIONS,
+        SubmissionStatus,
+        VerificationLevel,
+    )
+    from submissions.verification.checks import REGISTRY
+
+    levels = (VerificationLevel.RERUN, VerificationLevel.REPRODUCED, VerificationLevel.REGRADED,
+              VerificationLevel.CLAIMED)
+    verdicts = (SubmissionStatus.VERIFIED, SubmissionStatus.CONSISTENT,
+                SubmissionStatus.DISCREPANCY)
+    return {"levels": [(str(v), LEVEL_DEFINITIONS[v]) for v in levels],
+            "verdicts": [(str(v), VERDICT_DEFINITIONS[v]) for v in verdicts],
+            "checks": [(c.title, c.runs, c.contributes) for c in REGISTRY]}
+
+
 def screen_rules_described() -> dict:
     """The reward-hacking screen's rules and evidence sources, for the methods page (no query:
     the rules are a file, evaluation/screen_rules.toml)."""

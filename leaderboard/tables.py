@@ -45,10 +45,10 @@ def _r(v: float | None, nd: int = 6) -> float | None:
 
 
 def _checked(cov: dict) -> tuple:
-    """(re-graded, replayed, re-run, counted, uncovered passes); None where never checked."""
+    """(re-graded, reproduced, re-run, counted, uncovered passes); None where never checked."""
     if not cov:
         return (None,) * 5
-    return (cov["regraded"], cov["replayed"], cov["rerun"], cov["counted"],
+    return (cov["regraded"], cov["reproduced"], cov["rerun"], cov["counted"],
             cov["passes_uncovered"])
 
 
@@ -59,8 +59,8 @@ LEADERBOARD_COLUMNS = (
     "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
     "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
     "claimed_successes", "flagged_trials", "infra_errors_claimed",
-    "infra_errors_confirmed", "verification_level", "regraded_trials", "replayed_trials",
-    "rerun_trials", "counted_trials", "passes_not_replayed_or_rerun", "badge",
+    "infra_errors_confirmed", "verification_level", "regraded_trials", "reproduced_trials",
+    "rerun_trials", "counted_trials", "passes_not_reproduced_or_rerun", "badge",
     "agent_id", "agent_slug", "submission_id")
 
 

@@ -313,7 +313,8 @@ def show_changelog(request: HttpRequest) -> HttpResponse:
 @require_GET
 def show_methods(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/methods.html",
-                  {**selectors.screen_rules_described(), "sim": simulation.committed_table()})
+                  {**selectors.screen_rules_described(), **selectors.verification_described(),
+                   "sim": simulation.committed_table()})
 
 
 @require_GET

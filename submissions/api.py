@@ -28,7 +28,7 @@ from submissions.intake import submission_receive
 from submissions.models import INTAKE_STATUSES, SubmissionStatus, coverage_badge
 from submissions.services import IdempotencyConflict, QuotaExceeded
 from submissions.uploads import request_upload_too_large, uploaded_sha256
-from submissions.verification import verification_progress
+from submissions.verification import public_sample, verification_progress
 
 MAX_METADATA_BYTES = 64 * 1024
 
@@ -50,6 +50,8 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         "badge": coverage_badge(submission.coverage, reconstructed=submission.is_reconstructed),
         "created_at": submission.created_at.isoformat(),
         "verification": _verification(submission),
+        # The re-run sample's commitment; its order and salt only once the verdict is recorded.
+        "rerun_sample": public_sample(submission),
         "score_history": score_history_payload(submission),
         "infra_errors": infra_errors_payload(submission),
     }

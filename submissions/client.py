@@ -32,9 +32,9 @@ from pathlib import Path
 
 CHUNK = 1 << 20
 # Terminal states of a submission (a verdict, or the end of its life); "queued" with --until.
-DONE = {"verified", "checked", "discrepancy", "failed", "published", "rejected", "refused",
+DONE = {"verified", "consistent", "discrepancy", "failed", "published", "rejected", "refused",
         "withdrawn"}
-GOOD = {"verified", "checked", "published"}
+GOOD = {"verified", "consistent", "published"}
 
 
 def pack(job_dirs: list[Path], out: Path) -> Path:

@@ -52,7 +52,7 @@ from submissions.services import (
     quota_refund,
     submission_transition,
 )
-from submissions.verification import verification_enqueue
+from submissions.verification import rerun_commit, verification_enqueue
 from submissions.verification.lease import worker_identity
 
 logger = logging.getLogger(__name__)
@@ -351,6 +351,8 @@ def _accept(submission: Submission, claimed_at, *, tree: Path, checked) -> None:
             submission_transition(
                 submission=submission, to_status=SubmissionStatus.QUEUED,
                 note=f"validated: {len(checked.trials)} trials", queued_at=timezone.now())
+            # The re-run order is fixed and committed now, before any check runs.
+            rerun_commit(submission_id=submission.pk)
             # The job row commits with the submission; it is published to the broker on commit,
             # and the reconciler re-publishes it if the broker is down (R5).
             verification_enqueue(submission=submission)

@@ -16,9 +16,11 @@ class SubmissionStatus(models.TextChoices):
     REFUSED = "refused", "Refused (invalid upload)"
     QUEUED = "queued", "Queued"
     VERIFYING = "verifying", "Verifying"
+    # Every condition of the methods page held, the re-run among them (VERDICT_DEFINITIONS).
     VERIFIED = "verified", "Verified"
-    # Every check agreed, but not every counted pass was replayed or re-run (methods page).
-    CHECKED = "checked", "Checked (not every pass replayed or re-run)"
+    # No check contradicted the claims, but the site has not re-run the agent (or another
+    # condition of "verified" is missing; the badge says which).
+    CONSISTENT = "consistent", "Consistent (not re-run by the site)"
     DISCREPANCY = "discrepancy", "Discrepancy"
     FAILED = "failed", "Failed (infrastructure)"
     PUBLISHED = "published", "Published"
@@ -69,45 +71,75 @@ class InfraConfirmation(models.TextChoices):
 
 
 class VerificationLevel(models.TextChoices):
-    """How far the site checked one trial (methods page, "Verification levels"); each level
-    includes the re-grade. A trial has its strongest: replayed > re-run > re-graded > claimed."""
+    """How far the site checked one trial (methods page, "Verification levels"), strongest
+    first: re-run > reproduced > re-graded > claimed. A trial keeps its strongest."""
 
     CLAIMED = "claimed", "Claimed (not checked)"
     REGRADED = "re-graded", "Re-graded"
+    REPRODUCED = "reproduced", "Reproduced"
     RERUN = "re-run", "Re-run"
-    REPLAYED = "replayed", "Replayed"
     RECONSTRUCTED = "reconstructed", "Reconstructed (paper aggregates)"
 
 
 LEVEL_ORDER = {VerificationLevel.CLAIMED: 0, VerificationLevel.RECONSTRUCTED: 0,
-               VerificationLevel.REGRADED: 1, VerificationLevel.RERUN: 2,
-               VerificationLevel.REPLAYED: 3}
+               VerificationLevel.REGRADED: 1, VerificationLevel.REPRODUCED: 2,
+               VerificationLevel.RERUN: 3}
+
+# One line each, the same words on badges, trial rows, the methods page, /downloads/ and the API.
+LEVEL_DEFINITIONS = {
+    VerificationLevel.RERUN: "the site ran the same harness and model, with its own key and "
+                             "endpoint, on this task and attempt",
+    VerificationLevel.REPRODUCED: "the recorded commands, re-executed in a fresh container, "
+                                  "produce an output that grades the same (consistency, not "
+                                  "authorship)",
+    VerificationLevel.REGRADED: "the submitted output was graded again by the site",
+    VerificationLevel.CLAIMED: "not checked by the site: the submission's own outcome",
+    VerificationLevel.RECONSTRUCTED: "rebuilt from the paper's published aggregates: not a run "
+                                     "the site has",
+}
+
+VERDICT_DEFINITIONS = {
+    SubmissionStatus.VERIFIED: "the site re-ran the agent on a secret sample and the re-run "
+                               "agrees with the claims, every counted trial was re-graded, "
+                               "every counted pass was reproduced or re-run, and no flag is open",
+    SubmissionStatus.CONSISTENT: "no check contradicts the claims, but the site has not re-run "
+                                 "the agent (or another condition of verified is missing: the "
+                                 "badge says which)",
+    SubmissionStatus.DISCREPANCY: "a check contradicts the claims: a re-grade or replay that "
+                                  "differs, an open reward-hacking flag, or a re-run that "
+                                  "succeeds significantly less often than claimed",
+}
 
 
-def coverage_badge(coverage: dict | None, *, reconstructed: bool = False) -> str:
-    """The badge text of a submission (leaderboard row, agent page, submission page): what the
-    site checked, as fractions of counted trials. "verified" only as the methods page defines
-    it: nothing contradicted the claims and every counted pass was replayed or re-run."""
+def coverage_badge(coverage: dict | None, *, reconstructed: bool = False,
+                   reference: bool = False) -> str:
+    """The badge text of a submission (leaderboard row, agent page, submission page): its
+    verdict and what the site checked, as fractions of counted trials, in the words of
+    LEVEL_DEFINITIONS and VERDICT_DEFINITIONS; what keeps it from "verified", said."""
     if reconstructed:
         return "reconstructed from published aggregates: not checked by the site"
     if not coverage:
         return "unverified: not checked by the site"
     n = coverage["counted"]
-    parts = (f"re-graded {coverage['regraded']}/{n}, replayed {coverage['replayed']}/{n}, "
+    parts = (f"re-graded {coverage['regraded']}/{n}, reproduced {coverage['reproduced']}/{n}, "
              f"re-run {coverage['rerun']}/{n} counted trials")
-    passes, uncovered = coverage["passes"], coverage["passes_uncovered"]
     waiting = coverage.get("awaiting_judge", 0)
     if waiting:  # never silently: these trials count with their claimed outcome, unchecked
         parts += (f"; {waiting} trial{'' if waiting == 1 else 's'} awaiting the X-ray judge "
                   "(not scored by the site)")
-    if coverage["verdict"] == SubmissionStatus.VERIFIED:
-        return f"verified: {parts}; every counted pass ({passes}) replayed or re-run"
-    if coverage["verdict"] == SubmissionStatus.DISCREPANCY:
+    label = "reference run (not ranked): " if reference else ""
+    verdict = coverage["verdict"]
+    if verdict == SubmissionStatus.VERIFIED:
+        return (f"{label}verified: {parts}; the site re-ran the agent and it agrees with the "
+                f"claims; every counted pass ({coverage['passes']}) reproduced or re-run")
+    if verdict == SubmissionStatus.DISCREPANCY:
         flagged = coverage.get("flagged", 0)
-        return (f"discrepancy: {parts}; the site's checks contradict the claims "
-                f"({flagged} trial{'' if flagged == 1 else 's'} flagged)")
-    return (f"checked, not verified: {parts}; {uncovered} of {passes} counted passes neither "
-            "replayed nor re-run")
+        return (f"{label}discrepancy: {parts}; the site's checks contradict the claims "
+                f"({flagged} trial{'' if flagged == 1 else 's'} flagged"
+                + ("; the re-run succeeds significantly less often than claimed"
+                   if coverage.get("rerun_contradicts") else "") + ")")
+    missing = "; ".join(coverage.get("not_verified_because") or []) or "not re-run"
+    return f"{label}consistent, not verified: {parts}; {missing}"
 
 
 # Integrity flag of a trial whose claimed infrastructure error the site has not confirmed.
@@ -157,7 +189,7 @@ TRANSITIONS: dict[str, set[str]] = {
     # Only a verified (or discrepancy, with its flags shown) submission can be published.
     SubmissionStatus.QUEUED: {SubmissionStatus.VERIFYING, SubmissionStatus.REJECTED},
     SubmissionStatus.VERIFYING: {
-        SubmissionStatus.VERIFIED, SubmissionStatus.CHECKED, SubmissionStatus.DISCREPANCY,
+        SubmissionStatus.VERIFIED, SubmissionStatus.CONSISTENT, SubmissionStatus.DISCREPANCY,
         SubmissionStatus.FAILED, SubmissionStatus.REJECTED,
     },
     # A maintainer may re-verify (e.g. after a grader update): back in the queue, a new job;
@@ -165,7 +197,7 @@ TRANSITIONS: dict[str, set[str]] = {
     SubmissionStatus.VERIFIED: {
         SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED, SubmissionStatus.QUEUED,
     },
-    SubmissionStatus.CHECKED: {
+    SubmissionStatus.CONSISTENT: {
         SubmissionStatus.PUBLISHED, SubmissionStatus.REJECTED, SubmissionStatus.QUEUED,
     },
     SubmissionStatus.DISCREPANCY: {
@@ -232,10 +264,20 @@ class Submission(BaseModel):
     trials_total = models.PositiveIntegerField(default=0)
     trials_done = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(null=True, blank=True)
-    # What the last verification covered, over counted trials (submissions.services.
-    # submission_coverage_record): {"counted", "passes", "regraded", "replayed", "rerun",
-    # "passes_uncovered"}; empty until verified.
+    # What the site's checks cover, over counted trials, and the verdict, recomputed from the
+    # trials' current state after every change (submissions.trials.submission_verdict_record):
+    # {"counted", "passes", "regraded", "reproduced", "rerun", "passes_uncovered", "verdict",
+    # "not_verified_because", ...}; empty until verified.
     coverage = models.JSONField(default=dict, blank=True)
+    # The re-run sample (submissions.verification.sample), fixed when intake accepts the
+    # upload: the ordered (task, attempt) list chosen by an HMAC of the archive's digest under
+    # VERIFICATION_SAMPLE_SECRET, and a random salt. Only the commitment, sha256 of the list and
+    # the salt, is public until the verdict is recorded; then both are revealed.
+    rerun_sample = models.JSONField(default=list, blank=True)
+    rerun_salt = models.CharField(max_length=64, blank=True)
+    rerun_commitment = models.CharField(max_length=64, blank=True)
+    rerun_committed_at = models.DateTimeField(null=True, blank=True)
+    rerun_revealed_at = models.DateTimeField(null=True, blank=True)
 
     objects = SubmissionQuerySet.as_manager()
 

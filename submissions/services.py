@@ -36,7 +36,6 @@ from submissions.models import (
 from submissions.signals import published_set_changed
 from submissions.states import InvalidTransition, SubmissionError, submission_transition
 from submissions.trials import (
-    submission_coverage_record,
     trial_check_record,
     trial_infra_confirm,
     trial_infra_unconfirm,
@@ -44,10 +43,11 @@ from submissions.trials import (
     trial_screen_record,
 )
 from submissions.verification import screen_trial, verification_enqueue
+from submissions.verification.verdict import submission_verdict_record
 
 # Re-exported: callers import the domain errors, the state machine and the trial writes here.
 __all__ = ["InvalidTransition", "SubmissionError", "rescore_candidates",
-           "submission_coverage_record", "submission_rescore", "submission_transition",
+           "submission_rescore", "submission_transition", "submission_verdict_record",
            "trial_check_record", "trial_infra_confirm", "trial_screen_record"]
 
 
@@ -241,21 +241,18 @@ def screen_flag_clear(*, trial: Trial, actor, reason: str) -> Trial:
                                f"{', '.join(before)} cleared on trial {trial.pk} "
                                f"({trial.benchmark_task.name} attempt {trial.attempt}): "
                                f"{reason.strip()}")[:5000])
+        _verdict_refresh(submission)
         _published_changed(submission)
     return trial
 
 
-def _coverage_refresh(submission: Submission) -> None:
-    """A maintainer changed which trials count: the stored coverage follows (its verdict, the
-    verification's, is kept)."""
-    if not submission.coverage:
-        return
-    verdict = submission.coverage.get("verdict")
-    coverage = submission_coverage_record(submission_id=submission.pk, rerun_passed_task_ids=set(),
-                                          discrepancy=verdict == SubmissionStatus.DISCREPANCY)
-    if coverage.get("verdict") != verdict:
-        Submission.objects.filter(pk=submission.pk).update(coverage={**coverage,
-                                                                     "verdict": verdict})
+def _verdict_refresh(submission: Submission) -> None:
+    """A trial of a verified submission changed (clearance, re-screen, infrastructure
+    confirmation or revocation): the one verdict function recomputes its coverage, verdict and
+    badge in the caller's transaction, before the leaderboard rebuilds its rows."""
+    if submission.coverage:
+        submission_verdict_record(submission_id=submission.pk)
+        submission.refresh_from_db(fields=["coverage", "status", "is_verified"])
 
 
 def infra_error_confirm(*, trial: Trial, actor, reason: str) -> Trial:
@@ -276,7 +273,7 @@ def infra_error_confirm(*, trial: Trial, actor, reason: str) -> Trial:
             actor=actor, note=(f"infrastructure error confirmed on trial {trial.pk} "
                                f"({trial.benchmark_task.name} attempt {trial.attempt}): "
                                f"{reason.strip()}")[:5000])
-        _coverage_refresh(submission)
+        _verdict_refresh(submission)
         _published_changed(submission)
     return trial
 
@@ -301,7 +298,7 @@ def infra_error_revoke(*, trial: Trial, actor, reason: str) -> Trial:
             actor=actor, note=(f"infrastructure error confirmation revoked on trial {trial.pk} "
                                f"({trial.benchmark_task.name} attempt {trial.attempt}): "
                                f"{reason.strip()}")[:5000])
-        _coverage_refresh(submission)
+        _verdict_refresh(submission)
         _published_changed(submission)
     return trial
 
@@ -321,11 +318,12 @@ def screen_result_apply(*, trial: Trial, hits: list[str], actor=None, note: str 
                 note=(f"re-screen of trial {trial.pk}: open reward-hacking flags "
                       f"{', '.join(before) or 'none'} -> {', '.join(trial.screen_open) or 'none'}"
                       + (f" ({note})" if note else ""))[:5000])
+            _verdict_refresh(submission)
             _published_changed(submission)
     return trial
 
 
-RESCREENABLE = (SubmissionStatus.VERIFIED, SubmissionStatus.CHECKED,
+RESCREENABLE = (SubmissionStatus.VERIFIED, SubmissionStatus.CONSISTENT,
                 SubmissionStatus.DISCREPANCY, SubmissionStatus.PUBLISHED)
 
 
@@ -371,7 +369,7 @@ def submission_rescreen(*, submission: Submission, actor=None) -> dict:
         report["changed"] += trial.screen_open != before
     return report
 # Statuses whose submission a maintainer may put back in the queue (TRANSITIONS).
-_REVERIFIABLE = (SubmissionStatus.VERIFIED, SubmissionStatus.CHECKED,
+_REVERIFIABLE = (SubmissionStatus.VERIFIED, SubmissionStatus.CONSISTENT,
                  SubmissionStatus.DISCREPANCY, SubmissionStatus.FAILED)
 
 

@@ -3,24 +3,17 @@ outcome, confirmed infrastructure errors."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from submissions.models import (
-    FLAG_AWAITING_JUDGE,
     FLAG_INFRA_UNCONFIRMED,
     FLAG_REWARD_HACK,
     LEVEL_ORDER,
     InfraConfirmation,
     Outcome,
-    Submission,
-    SubmissionStatus,
     Trial,
     VerificationLevel,
-    is_flagged,
     site_outcome,
 )
 from submissions.states import SubmissionError
@@ -139,41 +132,3 @@ def trial_infra_unconfirm(*, trial_id: int, reason: str = "") -> Trial:
                            infra_confirm_reason=(reason or "").strip()[:5000],
                            infra_confirmed_user=None, infra_confirmed_at=None)
         return Trial.objects.get(pk=trial_id)
-
-
-def submission_coverage_record(*, submission_id: int, rerun_passed_task_ids: set[int],
-                               discrepancy: bool) -> dict:
-    """Close a verification: the counted passes of tasks the site re-ran with a pass become
-    "re-run" (unless replayed), and the submission's coverage and verdict are stored: verified
-    only when nothing contradicted the claims and every counted pass was replayed or re-run.
-    Run inside the transaction that records the verdict. Returns the coverage dict."""
-    trials = Trial.objects.filter(submission_id=submission_id)
-    trials.filter(success=True, benchmark_task_id__in=rerun_passed_task_ids).exclude(
-        verification_level=VerificationLevel.REPLAYED).update(
-        verification_level=VerificationLevel.RERUN, updated_at=timezone.now())
-    counted = trials.exclude(outcome=Outcome.INFRA_ERROR)
-    levels = dict(Counter(counted.values_list("verification_level", flat=True)))
-    covered = (VerificationLevel.REPLAYED, VerificationLevel.RERUN)
-    passes = counted.filter(success=True)
-    with_flags = [f for f in trials.exclude(flags=[]).values_list("flags", flat=True) if f]
-    coverage = {
-        "counted": sum(levels.values()),
-        "passes": passes.count(),
-        # A reproduced replay graded the same output; a re-run grades no submitted output.
-        "regraded": counted.filter(Q(verified_reward__isnull=False)
-                                   | Q(verification_level=VerificationLevel.REPLAYED)).count(),
-        "replayed": levels.get(VerificationLevel.REPLAYED, 0),
-        "rerun": levels.get(VerificationLevel.RERUN, 0),
-        "passes_uncovered": passes.exclude(verification_level__in=covered).count(),
-        # Findings against the claim only (is_flagged): "not replayable" or "awaiting judge"
-        # say what could not be checked, and are counted on their own.
-        "flagged": sum(is_flagged(f) for f in with_flags),
-        # Not scored by the site: no X-ray judge was configured (never silently dropped).
-        "awaiting_judge": sum(FLAG_AWAITING_JUDGE in f for f in with_flags),
-    }
-    complete = coverage["regraded"] == coverage["counted"] and not coverage["passes_uncovered"]
-    coverage["verdict"] = str(SubmissionStatus.DISCREPANCY if discrepancy
-                              else SubmissionStatus.VERIFIED if complete
-                              else SubmissionStatus.CHECKED)
-    Submission.objects.filter(pk=submission_id).update(coverage=coverage)
-    return coverage

@@ -48,7 +48,7 @@ READ_PATHS = ("/api/v1/leaderboard/?benchmark=healthagentbench@1.0",
               "/leaderboard.csv?benchmark=healthagentbench@1.0")
 # The submitter client polls every 5 s; the bench every second (verdict times to the second).
 POLL_S = 1.0
-VERDICTS = ("queued", "refused", "rejected", "verifying", "verified", "checked", "discrepancy")
+VERDICTS = ("queued", "refused", "rejected", "verifying", "verified", "consistent", "discrepancy")
 
 
 @dataclass

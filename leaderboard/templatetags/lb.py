@@ -32,6 +32,14 @@ def ktokens(value) -> str:
 
 
 @register.filter
+def level_definition(level) -> str:
+    """The one-line definition of a verification level (submissions.models.LEVEL_DEFINITIONS)."""
+    from submissions.models import LEVEL_DEFINITIONS
+
+    return LEVEL_DEFINITIONS.get(level, "")
+
+
+@register.filter
 def synthetic_judge(model) -> bool:
     """The recorded judge model is `make run`'s synthetic judge (a rule, not an LLM)."""
     return is_synthetic(model)

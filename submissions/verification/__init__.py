@@ -1,7 +1,8 @@
 """Verification of a submission: re-grade every trial, replay a sample, re-run a sample.
 
 Modules: `jobs` (enqueue, publish, run, reaper), `lease` (claim, heartbeat, release),
-`checks` (the three checks), `verdict` (verdict, statistics, status-page progress), `rescore`
+`checks` (the registry of checks, one module per kind: checks/__init__.py), `verdict` (the
+verdict from every check's contribution, status-page progress), `rescore`
 (the switch that ends a re-score job of a published submission, R11).
 
 Pipeline (house style sections 5-6):
@@ -59,9 +60,11 @@ from submissions.verification.jobs import (
     verification_run,
 )
 from submissions.verification.lease import LeaseLost, run_prefix, worker_identity
+from submissions.verification.sample import public_sample, rerun_commit, rerun_reveal
 from submissions.verification.verdict import (
     fisher_exact_two_sided,
     rerun_statistics,
+    submission_verdict_record,
     verification_progress,
     verification_summary,
 )
@@ -71,7 +74,8 @@ __all__ = [
     "VERIFICATION_FLAGS", "VERIFY_TASK", "LeaseLost", "fisher_exact_two_sided", "grader_digest",
     "grader_version",
     "job_config", "load_trajectory", "materialize_outputs", "outputs_digest",
-    "reap_stuck_submissions", "rerun_statistics", "run_prefix", "screen_trial", "task_dir_of",
+    "public_sample", "reap_stuck_submissions", "rerun_commit", "rerun_reveal", "rerun_statistics",
+    "run_prefix", "screen_trial", "submission_verdict_record", "task_dir_of",
     "verification_enqueue", "verification_progress", "verification_publish", "verification_run",
     "verification_summary", "worker_identity",
 ]

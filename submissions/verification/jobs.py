@@ -27,7 +27,7 @@ from submissions.models import (
     VerificationJob,
 )
 from submissions.states import InvalidTransition, submission_transition
-from submissions.verification.checks import _Checks, job_config
+from submissions.verification.checks import job_config, run_checks
 from submissions.verification.lease import (
     LeaseLost,
     _claim,
@@ -37,9 +37,9 @@ from submissions.verification.lease import (
     run_prefix,
     worker_identity,
 )
-from submissions.trials import submission_coverage_record
 from submissions.verification.rescore import rescore_apply, rescore_ready
-from submissions.verification.verdict import rerun_passed_tasks, verification_summary
+from submissions.verification.sample import rerun_reveal
+from submissions.verification.verdict import submission_verdict_record, verification_summary
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,23 @@ def verification_publish(*, job_id: int) -> bool:
     return True
 
 
+def queue_ready_messages(queue: str) -> int | None:
+    """Messages waiting in `queue` that no worker has taken yet; None when the broker does not
+    answer. Unacknowledged messages (a worker holds them) are not counted, on Redis and RabbitMQ.
+    """
+    try:
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1)
+            try:
+                return int(conn.default_channel.queue_declare(
+                    queue=queue, passive=True).message_count)
+            except conn.channel_errors:  # Redis: an empty queue has no key; RabbitMQ: no such queue
+                return 0
+    except Exception as exc:  # noqa: BLE001 - the broker's errors vary by transport
+        log.warning("could not count the messages of queue %s: %s", queue, exc)
+        return None
+
+
 def verification_run(*, job_id: int, worker: str | None = None) -> str:
     """Run one verification job to its verdict. Returns what happened (for logs and tests).
 
@@ -118,7 +135,7 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
                     status=JobStatus.CANCELLED, finished_at=timezone.now(),
                     last_error="the submission is no longer published")
                 return "cancelled"
-            _Checks(job, heartbeat).run()
+            run_checks(job, heartbeat)
             rescore_apply(job, worker)
             return "done"
         if not _submission_verifying(job):
@@ -132,7 +149,7 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
             if reaped:
                 log.warning("job %s: reaped containers of dead attempts: %s", job.pk, reaped)
                 VerificationJob.objects.filter(pk=job.pk).update(reaped=job.reaped + reaped)
-        _Checks(job, heartbeat).run()
+        run_checks(job, heartbeat)
         _finish(job, worker)
         return "done"
     except LeaseLost:
@@ -186,10 +203,10 @@ def _finish(job: VerificationJob, worker: str) -> None:
         if sub.status != SubmissionStatus.VERIFYING:
             VerificationJob.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)
             return
-        # Verified only if every counted pass was replayed or re-run (submission_coverage_record).
-        coverage = submission_coverage_record(
-            submission_id=job.submission_id, rerun_passed_task_ids=rerun_passed_tasks(job),
-            discrepancy=summary["verdict"] == SubmissionStatus.DISCREPANCY)
+        # The one verdict function (verified only when the site re-ran the agent, methods page);
+        # the re-run order and its salt are revealed with it.
+        coverage = submission_verdict_record(submission_id=job.submission_id, job=job)
+        rerun_reveal(submission_id=job.submission_id)
         verdict = coverage["verdict"]
         summary.update(verdict=verdict, coverage=coverage,
                        headline=f"{verdict}: " + summary["headline"].split(": ", 1)[1])
@@ -250,9 +267,19 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
             job = verification_enqueue(submission=sub)  # publishes at once (no transaction)
             report["enqueued"].append(job.pk)
             published.add(job.pk)
+        # Pending jobs to publish again: never published (the broker was down); published long
+        # ago (a message lost behind a long queue); or published a while ago while the queue
+        # now holds no ready message (issue 30). A pending job's message is then out of the
+        # queue, and no worker started it: the worker holding it died (a prefetched message
+        # of a SIGKILLed worker waits for the broker's visibility timeout) or holds it for a
+        # retry's countdown. Either way a new copy costs one no-op claim at most (R2), and a
+        # queue with ready messages is never flooded with copies.
         republish_before = now - timedelta(seconds=settings.VERIFICATION_REPUBLISH_AFTER_S)
-        unsent = (VerificationJob.objects.filter(status=JobStatus.PENDING)
-                  .filter(Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=republish_before))
+        due = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=republish_before)
+        if queue_ready_messages(settings.VERIFICATION_QUEUE) == 0:
+            due |= Q(enqueued_at__lt=now - timedelta(
+                seconds=settings.VERIFICATION_UNCLAIMED_AFTER_S))
+        unsent = (VerificationJob.objects.filter(status=JobStatus.PENDING).filter(due)
                   .exclude(pk__in=published).order_by("created_at")[:batch])
         for job in unsent:
             if verification_publish(job_id=job.pk):

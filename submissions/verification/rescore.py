@@ -24,8 +24,10 @@ from submissions.models import (
     VerificationJob,
 )
 from submissions.signals import published_set_changed
-from submissions.trials import submission_coverage_record, trial_check_record
+from submissions.trials import trial_check_record, trial_screen_record
+from submissions.verification.checks.base import screen_trial
 from submissions.verification.lease import LeaseLost
+from submissions.verification.verdict import submission_verdict_record
 
 
 def rescore_ready(job: VerificationJob) -> bool:
@@ -90,12 +92,17 @@ def rescore_apply(job: VerificationJob, worker: str) -> dict:
         summary = {"rescore": True, "headline": headline, "before": before, "after": after,
                    "changes": changes}
         if changes:
-            # The badge stays true: a new pass that was never replayed or re-run is uncovered.
-            coverage = submission_coverage_record(
-                submission_id=sub.pk, rerun_passed_task_ids=set(),
-                discrepancy=(sub.coverage or {}).get("verdict") == SubmissionStatus.DISCREPANCY)
-            Submission.objects.filter(pk=sub.pk).update(
-                is_verified=coverage["verdict"] == SubmissionStatus.VERIFIED, updated_at=now)
+            # A pass the re-score created is screened like any other, then the one verdict
+            # function recomputes the badge (a new pass never reproduced or re-run is uncovered).
+            harness = sub.agent.harness.slug if sub.agent_id else ""
+            for change in changes:
+                if (change["outcome_after"] == Outcome.PASSED
+                        and change["outcome_before"] != Outcome.PASSED):
+                    trial = trials[change["trial"]]
+                    _rules, hits, _evidence, _traj = screen_trial(trial, harness=harness,
+                                                                  activity=None)
+                    trial_screen_record(trial_id=trial.pk, hits=sorted({h.rule for h in hits}))
+            submission_verdict_record(submission_id=sub.pk)
             ScoreRevision.objects.create(
                 submission=sub, job=job,
                 successes_before=before["successes"], attempts_before=before["attempts"],

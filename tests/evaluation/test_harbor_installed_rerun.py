@@ -15,8 +15,8 @@ gateway are real. Only the model is the test's (tests/evaluation/stub_model.py, 
    refused, while a model API call from the same container through the gateway works and reaches
    the model with the site's key (the agent only ever had a placeholder). The collected output
    grades 1.
-2. End to end on a real Celery worker: two mini-swe-agent submissions claiming 4/4 passes on the
-   CT task; the "solves" script re-runs 4/4 (verified), the "fails" one 0/4 (Fisher p = 2/70,
+2. End to end on a real Celery worker: two mini-swe-agent submissions claiming 5/5 passes on the
+   CT task; the "solves" script re-runs 5/5 (verified), the "fails" one 0/5 (paired exact p = 1/32,
    discrepancy). The page states the test's power. Wall time per re-run trial is printed
    against the plain re-grade's.
 
@@ -344,7 +344,7 @@ def test_unbaked_installed_agents_say_why(settings):
 # ---------------------------------------------------------------------------------------------
 # 2. End to end on a real worker
 # ---------------------------------------------------------------------------------------------
-ATTEMPTS = 4
+ATTEMPTS = 5  # the paired exact test needs 5 discordant trials to reject at 0.05
 
 
 @pytest.fixture(scope="module")
@@ -427,7 +427,7 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
 
     def final(pk):
         s = Submission.objects.get(pk=pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     for sub in (solves, fails):
         vs.wait_for(lambda pk=sub.pk: final(pk), 1500, f"submission {sub.pk}",
@@ -436,10 +436,11 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
     fails.refresh_from_db()
     js, jf = (type(jobs[solves.pk]).objects.get(pk=jobs[s.pk].pk) for s in (solves, fails))
 
-    # Re-run agrees: 4/4 against 4/4 claimed: verified.
+    # Re-run agrees: 5/5 against the same 5 trials claimed: verified.
     rerun = js.summary["rerun"]
     assert solves.status == "verified", (js.summary, rerun_worker.tail())
-    assert (rerun["rerun_success"], rerun["rerun_runs"], rerun["claimed_success"]) == (4, 4, 4)
+    assert (rerun["rerun_success"], rerun["rerun_runs"], rerun["claimed_success"]) == (
+        ATTEMPTS, ATTEMPTS, ATTEMPTS)
     assert not rerun["significant"]
     checks = list(TrialCheck.objects.filter(job=js, kind=CheckKind.RERUN))
     assert len(checks) == ATTEMPTS
@@ -450,11 +451,11 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
         assert c.detail["gateway_requests"] >= 2 and c.detail["gateway_refused"] == 0
     assert stub_models.authorizations() == {f"Bearer {SITE_KEY}"}
 
-    # Re-run disagrees: 0/4 against 4/4 claimed: two-sided Fisher p = 2/70 < 0.05.
+    # Re-run disagrees: 0/5 against the same 5 trials claimed passed: paired p = 1/32 < 0.05.
     rerun_f = jf.summary["rerun"]
     assert fails.status == "discrepancy", (jf.summary, rerun_worker.tail())
-    assert (rerun_f["rerun_success"], rerun_f["rerun_runs"]) == (0, 4)
-    assert rerun_f["p_value"] == pytest.approx(2 / 70) and rerun_f["significant"]
+    assert (rerun_f["rerun_success"], rerun_f["rerun_runs"]) == (0, ATTEMPTS)
+    assert rerun_f["p_value"] == pytest.approx(1 / 32) and rerun_f["significant"]
     assert jf.summary["regrade"]["mismatched_trials"] == []
 
     # The page states the test's power for this sample.
@@ -465,7 +466,7 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
     client.force_login(staff)
     page = client.get(f"/submissions/{solves.pk}/").content.decode()
     assert power["statement"] in page.replace("&#x27;", "'"), page[:3000]
-    assert "4/4 passed, against 4/4 claimed" in page
+    assert f"{ATTEMPTS}/{ATTEMPTS} passed, against {ATTEMPTS}/{ATTEMPTS} claimed" in page
     badge = coverage_badge(solves.coverage)
     assert badge.startswith("verified") and badge in page, badge
     print(f"\nbadge of the re-run submission: {badge}\nfailing one: {coverage_badge(fails.coverage)}")

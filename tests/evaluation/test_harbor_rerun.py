@@ -11,10 +11,10 @@ OpenAI-compatible server (tests/evaluation/stub_model.py) answering from a scrip
    loopback. Every probe fails (network none), while the harness reached the model endpoint
    with the site's key, the submission's own `api_base` was dropped, and the collected output
    grades 1.
-2. End to end on a real Celery worker: two terminus-2 submissions claiming 4/4 passes on the CT
+2. End to end on a real Celery worker: two terminus-2 submissions claiming 5/5 passes on the CT
    task. The site re-runs the task 4 times with each submission's model: the "solves" script
-   writes the right answer (4/4, the re-run covers every counted pass: verified), the "fails"
-   script writes a wrong one (0/4 against 4/4 claimed: Fisher p = 2/70, discrepancy). The page
+   writes the right answer (5/5, the re-run covers every counted pass: verified), the "fails"
+   script writes a wrong one (0/5 against the same 5 trials claimed passed: paired exact p = 1/32, discrepancy). The page
    states the test's power for that sample. The re-run's wall time per trial is printed against
    the plain re-grade's.
 
@@ -143,7 +143,7 @@ def test_terminus2_reaches_only_the_site_endpoint(settings, harbor_ready, tmp_pa
 # ---------------------------------------------------------------------------------------------
 # 2. End to end on a real worker
 # ---------------------------------------------------------------------------------------------
-ATTEMPTS = 4
+ATTEMPTS = 5  # the paired exact test needs 5 discordant trials to reject at 0.05
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,7 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
 
     def final(pk):
         s = Submission.objects.get(pk=pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     for sub in (solves, fails):
         vs.wait_for(lambda pk=sub.pk: final(pk), 1200, f"submission {sub.pk}",
@@ -236,10 +236,11 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     fails.refresh_from_db()
     js, jf = (type(jobs[solves.pk]).objects.get(pk=jobs[s.pk].pk) for s in (solves, fails))
 
-    # Re-run agrees: 4/4 against 4/4 claimed, every counted pass re-graded and re-run: verified.
+    # Re-run agrees: 5/5 against the same 5 trials claimed, every counted pass re-graded and re-run: verified.
     rerun = js.summary["rerun"]
     assert solves.status == "verified", (js.summary, rerun_worker.tail())
-    assert (rerun["rerun_success"], rerun["rerun_runs"], rerun["claimed_success"]) == (4, 4, 4)
+    assert (rerun["rerun_success"], rerun["rerun_runs"], rerun["claimed_success"]) == (
+        ATTEMPTS, ATTEMPTS, ATTEMPTS)
     assert not rerun["significant"]
     assert solves.coverage["rerun"] == ATTEMPTS and solves.coverage["passes_uncovered"] == 0
     checks = list(TrialCheck.objects.filter(job=js, kind=CheckKind.RERUN))
@@ -251,11 +252,11 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     assert stub_models.count("stub-solves") >= 3 * ATTEMPTS
     assert stub_models.authorizations() == {f"Bearer {SITE_KEY}"}
 
-    # Re-run disagrees: 0/4 against 4/4 claimed: two-sided Fisher p = 2/70 < 0.05.
+    # Re-run disagrees: 0/5 against the same 5 trials claimed passed: paired p = 1/32 < 0.05.
     rerun_f = jf.summary["rerun"]
     assert fails.status == "discrepancy", (jf.summary, rerun_worker.tail())
-    assert (rerun_f["rerun_success"], rerun_f["rerun_runs"]) == (0, 4)
-    assert rerun_f["p_value"] == pytest.approx(2 / 70) and rerun_f["significant"]
+    assert (rerun_f["rerun_success"], rerun_f["rerun_runs"]) == (0, ATTEMPTS)
+    assert rerun_f["p_value"] == pytest.approx(1 / 32) and rerun_f["significant"]
     # The re-grades of the submitted outputs all matched: the re-run alone found it.
     assert jf.summary["regrade"]["mismatched_trials"] == []
 
@@ -269,7 +270,7 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     client.force_login(staff)
     page = client.get(f"/submissions/{solves.pk}/").content.decode()
     assert power["statement"] in page.replace("&#x27;", "'"), page[:3000]
-    assert "4/4 passed, against 4/4 claimed" in page
+    assert f"{ATTEMPTS}/{ATTEMPTS} passed, against {ATTEMPTS}/{ATTEMPTS} claimed" in page
     badge = coverage_badge(solves.coverage)
     assert badge.startswith("verified") and badge in page, badge
     print(f"\nbadge of the re-run submission: {badge}\nfailing one: {coverage_badge(fails.coverage)}")
@@ -313,7 +314,7 @@ def test_claimed_infrastructure_error_reattempted_through_harbor(settings, media
                                    claims={(CT, 2): "infra"})
         verification_enqueue(submission=sub)
     sub = vs.wait_for(lambda: Submission.objects.filter(
-        pk=sub.pk, status__in=("verified", "checked", "discrepancy", "failed")).first(),
+        pk=sub.pk, status__in=("verified", "consistent", "discrepancy", "failed")).first(),
         900, f"submission {sub.pk}", worker=rerun_worker, interval=2)
     check = TrialCheck.objects.get(trial__submission=sub, kind=CheckKind.INFRA)
     assert check.status == "mismatch", (check.reason, rerun_worker.tail())

@@ -83,7 +83,7 @@ def _wait_final(sub, worker, timeout=600):
 
     def final():
         s = Submission.objects.get(pk=sub.pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     return vs.wait_for(final, timeout, f"submission {sub.pk} to be verified", worker=worker)
 
@@ -236,7 +236,7 @@ def test_over_the_cap_on_a_broken_environment_stays_a_failure(settings, oracle, 
             attempts=1, tasks=[CT, BROKEN], claims={(BROKEN, 1): "infra"})
         verification_enqueue(submission=sub)
     sub = _wait_final(sub, on_worker)
-    assert sub.status == "checked", (sub.status_reason, on_worker.tail())
+    assert sub.status == "consistent", (sub.status_reason, on_worker.tail())
     t = sub.trials.get(benchmark_task__name=BROKEN)
     assert (t.outcome, t.infra_confirmed, t.verified_reward) == ("failed", False, None)
     assert _infra_checks(sub)[(BROKEN, 1)].status == CheckStatus.SKIPPED

@@ -118,7 +118,7 @@ def test_r12_unhealthy_worker_claims_nothing_and_a_held_job_is_requeued_unscored
     assert verification_run(job_id=job.pk, worker="r12-healthy") == "done"
     j.refresh_from_db()
     sub.refresh_from_db()
-    # Only the re-grade ran, so the passes were not replayed or re-run: "checked", the honest
+    # Only the re-grade ran, so the passes were not replayed or re-run: "consistent", the honest
     # level for a clean re-grade (issue 8), reached exactly once after the requeue.
-    assert (j.status, j.attempt) == ("done", 2) and sub.status == "checked"
+    assert (j.status, j.attempt) == ("done", 2) and sub.status == "consistent"
     vs.redis_client().delete(vs.INPROC_QUEUE)

@@ -44,7 +44,7 @@ SLUG = "healthagentbench-synthetic@1.0"
 HARBOR_TIMEOUT_S = float(os.environ.get("HARBOR_RUN_TIMEOUT_S", "480")) * 2
 VERDICT_TIMEOUT_S = 1500
 ATTEMPTS = 1  # per task, set on the registered version (see the module's docstring)
-TERMINAL = ("verified", "checked", "discrepancy", "failed")
+TERMINAL = ("verified", "consistent", "discrepancy", "failed")
 AGENT_NAME = "Oracle (reference solutions)"
 METADATA = {
     "agent_url": "https://github.com/harbor-framework/harbor",
@@ -210,7 +210,7 @@ def test_visitor_submits_a_real_harbor_run_and_a_maintainer_publishes_it(fresh_s
             raise AssertionError(f"no verdict on the status page: {exc}\n{worker.tail()}") from exc
         timings["verification"] = time.monotonic() - t0
         verdict = page.locator('[data-field="status"]').inner_text()
-        assert verdict in ("verified", "checked"), (verdict, worker.tail())
+        assert verdict in ("verified", "consistent"), (verdict, worker.tail())
         # The X-ray grade is labelled as the synthetic judge's, in the verdict and on the trial.
         page.reload()
         assert "X-ray graded by the synthetic judge (a rule, not an LLM)" in page.locator(

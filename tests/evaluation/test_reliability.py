@@ -35,7 +35,7 @@ def _media_and_broker(settings, media_root):
     # In-process tests publish where no worker listens; tests on the worker use `on_worker`.
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
-    # Re-grade only: a clean job ends "checked" (no pass replayed or re-run; issue 8).
+    # Re-grade only: a clean job ends "consistent" (no pass replayed or re-run; issue 8).
     settings.VERIFICATION_CHECKS = ["regrade"]
     settings.VERIFICATION_HEARTBEAT_S = 1
     vs.point_celery_at(vs.BROKER_URL)
@@ -57,7 +57,7 @@ def _final(sub, worker, timeout=180):
     from submissions.models import Submission
 
     return vs.wait_for(
-        lambda: (s := Submission.objects.get(pk=sub.pk)).status in ("verified", "checked",
+        lambda: (s := Submission.objects.get(pk=sub.pk)).status in ("verified", "consistent",
                                                                     "discrepancy", "failed") and s,
         timeout, f"submission {sub.pk} to finish", worker=worker)
 
@@ -108,7 +108,7 @@ def test_r2_duplicate_delivery_is_a_noop(oracle):
     # Redelivery after the end: no-op, nothing rewritten, status never goes backwards.
     assert verification_run(job_id=job.pk) == "final"
     sub.refresh_from_db()
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
                 .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
@@ -195,7 +195,7 @@ def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
     real = jobs.submission_transition
 
     def flaky(*, submission, to_status, **kw):
-        if to_status in ("verified", "checked", "discrepancy"):
+        if to_status in ("verified", "consistent", "discrepancy"):
             raise OperationalError("server closed the connection unexpectedly")
         return real(submission=submission, to_status=to_status, **kw)
 
@@ -209,7 +209,7 @@ def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
     monkeypatch.setattr(jobs, "submission_transition", real)
     assert verification.verification_run(job_id=job.pk) == "done"  # the retry
     sub.refresh_from_db()
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
                 .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
@@ -270,7 +270,7 @@ def test_r5_broker_down_at_submit_loses_nothing(oracle, on_worker):
     assert job.pk in report["published"]
     assert verification_publish(job_id=job.pk)  # and a duplicate message (R2 on a real worker)
     sub = _final(sub, on_worker)
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
                 .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
@@ -336,7 +336,7 @@ def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
     os.kill(pid, signal.SIGKILL)  # the pool child running the job
     sub = _final(sub, on_worker)
     j = VerificationJob.objects.get(pk=job.pk)
-    assert sub.status == "checked", (j.summary, on_worker.tail())
+    assert sub.status == "consistent", (j.summary, on_worker.tail())
     assert j.attempt == 2  # redelivered and re-run exactly once more
     checks = TrialCheck.objects.filter(job=job)
     # Each trial re-graded once and each (oracle) pass screened once (issue 14), no duplicate.
@@ -361,7 +361,7 @@ def test_r10_sigterm_drains_the_running_job(oracle, media_root, settings):
                 interval=0.1, worker=w)
     assert w.stop(signal.SIGTERM, timeout=120) == 0  # warm shutdown: waits for the job
     sub.refresh_from_db()
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     checks = TrialCheck.objects.filter(job=job)
     assert checks.filter(kind="regrade").count() == 3 == checks.filter(kind="screen").count()
 
@@ -394,3 +394,134 @@ def test_without_an_engine_jobs_wait_and_say_why(monkeypatch, settings):
     sub.refresh_from_db()
     assert sub.status == "queued"
     vs.redis_client().delete(settings.VERIFICATION_QUEUE)
+
+
+# -- R15: a prefetched message of a killed worker -------------------------------------------------
+# A consumer that takes one message off the queue without acknowledging it and waits, as a
+# worker that prefetched a job it had not started yet; SIGKILLed, it leaves the message in the
+# broker's unacknowledged set until the visibility timeout (6 h here).
+_HOLDER = """
+import json, sys, time
+from kombu import Connection
+with Connection(sys.argv[1]) as conn:
+    ch = conn.channel()
+    while (m := ch.basic_get(sys.argv[2], no_ack=False)) is None:
+        time.sleep(0.05)
+    print(json.dumps({"tag": m.delivery_tag, "task": m.headers.get("task"),
+                      "args": json.loads(m.body)[0]}), flush=True)
+    time.sleep(3600)
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r15_prefetched_message_of_a_killed_worker_is_published_again(oracle, media_root,
+                                                                       settings):
+    """R15: a worker SIGKILLed while it held a job's message it had not started: the job stays
+    pending with its message out of the queue (not ready, not acknowledged). A live idle worker
+    gets nothing until the reaper sees the job unclaimed past VERIFICATION_UNCLAIMED_AFTER_S
+    with no ready message in the queue; then it is published again and verified exactly once.
+    The copy the broker would redeliver after its visibility timeout is a no-op (R2)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from submissions.models import TrialCheck, VerificationJob
+    from submissions.verification import reap_stuck_submissions, verification_publish
+
+    queue = settings.VERIFICATION_QUEUE = vs.QUEUE + "-r15"
+    settings.VERIFICATION_UNCLAIMED_AFTER_S = 120
+    settings.VERIFICATION_REPUBLISH_AFTER_S = 1800
+    r = vs.redis_client()
+    r.delete(queue)
+    sub, job = _small_submission(oracle)
+    assert vs.queue_length(queue) == 1
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, vs.BROKER_URL, queue],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        held = json.loads(holder.stdout.readline())
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # the worker that prefetched it dies
+        holder.wait(timeout=30)
+    assert held["task"] == "evaluation.verify_submission" and held["args"] == [job.pk]
+    assert vs.queue_length(queue) == 0 and r.hexists("unacked", held["tag"])
+    w = vs.Worker(media_root=media_root, queue=queue).start()  # a live, idle worker
+    try:
+        # Published a moment ago: not yet suspect, nothing is published again.
+        report = reap_stuck_submissions()
+        assert report["published"] == [] and vs.queue_length(queue) == 0
+        j = VerificationJob.objects.get(pk=job.pk)
+        assert (j.status, j.attempt) == ("pending", 0)
+        # Two reaper intervals later (enqueued_at moved back instead of waiting them out).
+        VerificationJob.objects.filter(pk=job.pk).update(
+            enqueued_at=timezone.now() - timedelta(seconds=121))
+        report = reap_stuck_submissions()
+        assert report["published"] == [job.pk]
+        sub = _final(sub, w)
+        assert sub.status == "checked"
+        # The held copy, redelivered when the visibility timeout ends: a no-op.
+        assert verification_publish(job_id=job.pk)
+        vs.wait_for(lambda: f"verification job {job.pk}: final" in w.tail(20000), 120,
+                    "the redelivered copy to be consumed", worker=w)
+    finally:
+        w.stop()
+        r.hdel("unacked", held["tag"])
+        r.zrem("unacked_index", held["tag"])
+        r.delete(queue)
+    j = VerificationJob.objects.get(pk=job.pk)
+    assert (j.status, j.attempt) == ("done", 1)  # claimed once
+    assert list(TrialCheck.objects.filter(job=job).order_by("kind")
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
+
+
+def test_r15_no_prefetch_of_verification_jobs_on_redis():
+    """R15: with late acks and a prefetch multiplier of 1, a Redis worker also fetches only when
+    a pool process is free (a reconnect no longer lets a busy worker take the next job); the
+    unclaimed bound defaults to two reaper intervals."""
+    code = (
+        "import django, json; django.setup();"
+        "from django.conf import settings as s;"
+        "print(json.dumps({'disable': s.CELERY_WORKER_DISABLE_PREFETCH,"
+        "'prefetch': s.CELERY_WORKER_PREFETCH_MULTIPLIER, 'acks': s.CELERY_TASK_ACKS_LATE,"
+        "'interval': s.VERIFICATION_REAPER_INTERVAL_S,"
+        "'unclaimed': s.VERIFICATION_UNCLAIMED_AFTER_S,"
+        "'beat': s.CELERY_BEAT_SCHEDULE['reap-stuck-submissions']['schedule']}))"
+    )
+    seen = {}
+    for broker in ("redis://127.0.0.1:6379/0", "amqp://guest:guest@127.0.0.1:5672//"):
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "0",
+               "SECRET_KEY": "x", "DATABASE_URL": "sqlite:///tmp/x.db",
+               "CELERY_BROKER_URL": broker, "VERIFICATION_REAPER_INTERVAL_S": "30"}
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=vs.REPO,
+                             capture_output=True, text=True, check=True).stdout
+        seen[broker.split(":")[0]] = json.loads(out.strip().splitlines()[-1])
+    assert seen["redis"] == {"disable": True, "prefetch": 1, "acks": True, "interval": 30.0,
+                             "unclaimed": 60.0, "beat": 30.0}
+    # RabbitMQ enforces the prefetch count itself (Celery's disable_prefetch is Redis-only).
+    assert seen["amqp"]["disable"] is False and seen["amqp"]["prefetch"] == 1
+
+
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_r15_jobs_waiting_in_the_queue_are_not_published_again(oracle, settings):
+    """R15: the unclaimed bound applies only once the queue holds no ready message: a job whose
+    message still waits behind busy workers is not copied every two reaper intervals."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from submissions.models import VerificationJob
+    from submissions.verification import reap_stuck_submissions
+
+    queue = settings.VERIFICATION_QUEUE = vs.QUEUE + "-r15q"  # no consumer: busy workers
+    settings.VERIFICATION_UNCLAIMED_AFTER_S = 120
+    vs.redis_client().delete(queue)
+    (_s1, job1), (_s2, job2) = _small_submission(oracle), _small_submission(oracle)
+    VerificationJob.objects.filter(pk__in=[job1.pk, job2.pk]).update(
+        enqueued_at=timezone.now() - timedelta(seconds=121))
+    assert reap_stuck_submissions()["published"] == [] and vs.queue_length(queue) == 2
+    vs.redis_client().delete(queue)  # both messages taken by workers that died with them
+    assert sorted(reap_stuck_submissions()["published"]) == sorted([job1.pk, job2.pk])
+    assert vs.queue_length(queue) == 2
+    assert reap_stuck_submissions()["published"] == []  # just published: not yet suspect
+    vs.redis_client().delete(queue)

@@ -221,9 +221,9 @@ def _assert_consistent(sub, job, n_trials):
     j = VerificationJob.objects.get(pk=job.pk)
     sub.refresh_from_db()
     checks = list(TrialCheck.objects.filter(job=job, kind="regrade"))
-    # Re-grade only: the clean verdict is "checked" (no pass replayed or re-run; issue 8).
-    assert j.status == "done" and j.verdict == "checked", (j.status, j.verdict, j.last_error)
-    assert sub.status == "checked" and not sub.is_verified
+    # Re-grade only: the clean verdict is "consistent" (no pass replayed or re-run; issue 8).
+    assert j.status == "done" and j.verdict == "consistent", (j.status, j.verdict, j.last_error)
+    assert sub.status == "consistent" and not sub.is_verified
     assert len(checks) == n_trials == sub.trials.count()  # exactly one set of check rows
     assert len({c.trial_id for c in checks}) == n_trials  # no duplicates
     assert {c.executions for c in checks} == {1}, [c.executions for c in checks]
@@ -235,7 +235,7 @@ def _assert_consistent(sub, job, n_trials):
             f"trial {trial.pk}: check row says {c.verified_reward}, "
             f"trial.verified_reward is {trial.verified_reward} (half-written score)")
     # A single verdict: one transition into `checked`.
-    assert SubmissionEvent.objects.filter(submission=sub, to_status="checked").count() == 1
+    assert SubmissionEvent.objects.filter(submission=sub, to_status="consistent").count() == 1
     return j
 
 
@@ -282,10 +282,10 @@ def test_r7_postgres_outage_between_check_row_and_trial_score(oracle, pg_proxy, 
                                                               monkeypatch):
     """The worst moment: the first trial's check row is written, its score on the trial
     (verified_reward, flags: what the leaderboard reads) not yet. Both must land, or neither."""
-    from submissions.verification import checks
+    from submissions.verification.checks import base as checks
 
     sub, job = _small_submission(oracle, attempts=2)
-    real = checks._set_trial_flag
+    real = checks.set_trial_flag
     timers = []
 
     def set_trial_flag(*a, **kw):
@@ -297,7 +297,7 @@ def test_r7_postgres_outage_between_check_row_and_trial_score(oracle, pg_proxy, 
             timers.append(t)
         return real(*a, **kw)
 
-    monkeypatch.setattr(checks, "_set_trial_flag", set_trial_flag)
+    monkeypatch.setattr(checks, "set_trial_flag", set_trial_flag)
     log: list = []
     t0 = time.time()
     _run_until_done(job, settings, log)

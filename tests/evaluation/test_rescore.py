@@ -169,7 +169,7 @@ def test_r11_rescore_after_a_grader_update_switches_the_leaderboard_atomically(
             bv, outputs=oracle, tasks=[CT_TASK], claims={(CT_TASK, 3): 0.0},
             replace={(CT_TASK, 3): {"/workspace/submission.json": _one_label_wrong(oracle)}})
         verification_enqueue(submission=sub)
-    vs.wait_for(lambda: Submission.objects.get(pk=sub.pk).status == "checked", 300,
+    vs.wait_for(lambda: Submission.objects.get(pk=sub.pk).status == "consistent", 300,
                 f"submission {sub.pk} to be checked", worker=on_worker)
     first_checks = TrialCheck.objects.filter(trial__submission=sub, kind=CheckKind.REGRADE)
     assert sorted(first_checks.values_list("grader_version", flat=True)) == [old_label] * 3

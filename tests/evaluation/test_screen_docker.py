@@ -73,7 +73,7 @@ def test_a_trajectory_that_reads_the_verifiers_folder_is_flagged_and_not_counted
 
     def final():
         s = Submission.objects.get(pk=sub.pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     sub = vs.wait_for(final, 300, f"submission {sub.pk} to be verified", worker=worker)
     assert sub.status == "discrepancy", (sub.verification_jobs.first().summary, worker.tail())

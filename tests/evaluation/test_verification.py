@@ -55,7 +55,7 @@ def _wait_final(sub, worker, timeout=300):
 
     def final():
         s = Submission.objects.get(pk=sub.pk)
-        return s if s.status in ("verified", "checked", "discrepancy", "failed") else None
+        return s if s.status in ("verified", "consistent", "discrepancy", "failed") else None
 
     return vs.wait_for(final, timeout, f"submission {sub.pk} to be verified", worker=worker)
 
@@ -89,18 +89,29 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
     honest = _wait_final(honest, on_worker)
     tampered = _wait_final(tampered, on_worker)
 
-    # Every check agrees, but only the re-run's 2 tasks cover their passes: checked, not verified.
-    assert honest.status == "checked", (_job(honest).summary, on_worker.tail())
+    # Every check agrees, but the re-run covers only the 2 trials (task, attempt) it re-ran:
+    # consistent, not verified.
+    assert honest.status == "consistent", (_job(honest).summary, on_worker.tail())
     assert not honest.is_verified and honest.trials_done == honest.trials_total == 21
     job = _job(honest)
-    assert job.status == JobStatus.DONE and job.verdict == "checked"
-    assert {k: honest.coverage[k] for k in ("counted", "passes", "regraded", "replayed",
+    assert job.status == JobStatus.DONE and job.verdict == "consistent"
+    assert {k: honest.coverage[k] for k in ("counted", "passes", "regraded", "reproduced",
                                             "rerun", "passes_uncovered")} == {
-        "counted": 21, "passes": 21, "regraded": 21, "replayed": 0, "rerun": 6,
-        "passes_uncovered": 15}
+        "counted": 21, "passes": 21, "regraded": 21, "reproduced": 0, "rerun": 2,
+        "passes_uncovered": 19}
     assert coverage_badge(honest.coverage) == (
-        "checked, not verified: re-graded 21/21, replayed 0/21, re-run 6/21 counted trials; "
-        "15 of 21 counted passes neither replayed nor re-run")
+        "consistent, not verified: re-graded 21/21, reproduced 0/21, re-run 2/21 counted "
+        "trials; 19 of 21 counted passes neither reproduced nor re-run")
+    # The two re-run trials are the first two of the committed order, revealed with the verdict.
+    from submissions.verification import public_sample
+    from submissions.verification.sample import commitment
+
+    sample = public_sample(honest)
+    assert sample["revealed"] and sample["matches"]
+    assert commitment(sample["order"], sample["salt"]) == honest.rerun_commitment
+    rerun_trials = {(t.benchmark_task.name, t.attempt)
+                    for t in honest.trials.filter(verification_level="re-run")}
+    assert rerun_trials == {tuple(x) for x in sample["order"][:2]}
     assert TrialCheck.objects.filter(job=job, kind=CheckKind.REGRADE).count() == 21
     assert all(t.verified_reward == 1.0 and t.flags == [] for t in honest.trials.all())
     # The X-ray trials were judged by the configured judge (the session's stub) on the worker.
@@ -224,13 +235,15 @@ def test_replay_adapters_claude_copilot_codex_in_containers(settings, oracle):
     checks = TrialCheck.objects.filter(job=job, kind=CheckKind.REPLAY)
     assert [(c.trial.attempt, c.status) for c in checks.order_by("trial__attempt")] == [
         (1, "match"), (2, "match"), (3, "match")], [c.detail for c in checks]
-    # Every counted pass replayed (a replay grades its output too): verified.
+    # Every counted pass reproduced, but these trajectories write the answer as pasted text: a
+    # replay proves the commands produce the output, not that a model chose them. Without a
+    # re-run the site never says "verified" (issue 22).
     sub.refresh_from_db()
-    assert sub.status == "verified" and sub.is_verified
-    assert set(sub.trials.values_list("verification_level", flat=True)) == {"replayed"}
+    assert sub.status == "consistent" and not sub.is_verified
+    assert set(sub.trials.values_list("verification_level", flat=True)) == {"reproduced"}
     assert coverage_badge(sub.coverage) == (
-        "verified: re-graded 3/3, replayed 3/3, re-run 0/3 counted trials; every counted pass "
-        "(3) replayed or re-run")
+        "consistent, not verified: re-graded 3/3, reproduced 3/3, re-run 0/3 counted trials; "
+        "not re-run by the site (re-run not configured)")
 
 
 def test_a_pass_that_cannot_be_replayed_leaves_the_submission_checked_not_verified(
@@ -249,12 +262,12 @@ def test_a_pass_that_cannot_be_replayed_leaves_the_submission_checked_not_verifi
         job = verification_enqueue(submission=sub)
     assert verification_run(job_id=job.pk) == "done"
     sub.refresh_from_db()
-    assert sub.status == "checked" and not sub.is_verified
+    assert sub.status == "consistent" and not sub.is_verified
     trial = sub.trials.get()
     assert (trial.verification_level, trial.flags) == ("re-graded", ["not_replayable"])
     assert sub.coverage["passes_uncovered"] == 1
-    assert coverage_badge(sub.coverage).startswith("checked, not verified: re-graded 1/1, "
-                                                   "replayed 0/1")
+    assert coverage_badge(sub.coverage).startswith("consistent, not verified: re-graded 1/1, "
+                                                   "reproduced 0/1")
 
 
 def test_grader_tampering_files_have_no_effect(settings, oracle):
@@ -355,14 +368,14 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
         assert job.pk in report["enqueued"]
     assert verification_run(job_id=job.pk) == "done"
     sub.refresh_from_db()
-    # Re-graded only (VERIFICATION_CHECKS): checked, not verified.
-    assert sub.status == "checked", job.__class__.objects.get(pk=job.pk).summary
+    # Re-graded only (VERIFICATION_CHECKS): consistent, not verified.
+    assert sub.status == "consistent", job.__class__.objects.get(pk=job.pk).summary
     assert sub.trials.filter(verified_reward=1.0).count() == 21
     thread.join(timeout=60)
     assert result.get("exit") == 0, (printed.getvalue(), errors.getvalue())
     assert "uploading 100%" in errors.getvalue()
-    assert "status checked, 21/21 trials" in errors.getvalue()  # progress until the verdict
-    assert f"submission {sub.pk} on {bv.slug}: checked" in printed.getvalue()
+    assert "status consistent, 21/21 trials" in errors.getvalue()  # progress until the verdict
+    assert f"submission {sub.pk} on {bv.slug}: consistent" in printed.getvalue()
     assert f"{live_server.url}/submissions/{sub.pk}/" in printed.getvalue()
     # Issue 4's end: a maintainer publishes it; it appears on the leaderboard and in the CSVs.
     from leaderboard.models import LeaderboardEntry
@@ -372,7 +385,7 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     submission_publish(submission=sub, actor=maintainer)
     entry = LeaderboardEntry.objects.get(submission=sub)
     assert (entry.successes, entry.attempts, entry.verified) == (21, 21, False)
-    assert entry.verification_level == "checked"
+    assert entry.verification_level == "consistent"
     public = Client()
     csv = b"".join(public.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
     assert b"Oracle" in csv and b",verified" in csv
@@ -382,9 +395,9 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
 
 
 def test_rerun_significance_nop_and_command_agents(settings, oracle):
-    """Re-run: a `nop` harness claiming every task is re-run by the site's nop agent (0 of 3)
-    against 9 of 9 claimed: two-sided Fisher exact p = 1/220 -> discrepancy, even though every
-    re-grade matches. A command agent (install script + run template, the way harness agents are
+    """Re-run: a `nop` harness claiming every task is re-run by the site's nop agent on 9 trials
+    (3 tasks x 3 attempts), 0 of 9 against the same 9 trials claimed passed: the paired exact
+    test gives p = 1/512 -> discrepancy, even though every re-grade matches. A command agent (install script + run template, the way harness agents are
     described) reproduces its claim -> verified. The instruction reaches the agent as a file."""
     from django.db import transaction
 
@@ -393,6 +406,7 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
 
     settings.VERIFICATION_CHECKS = ["rerun"]
     settings.VERIFICATION_RERUN_TASKS = 3
+    settings.VERIFICATION_RERUN_ATTEMPTS = 3
     answer = (oracle[CT] / "workspace" / "submission.json").read_text().rstrip()
     settings.VERIFICATION_COMMAND_AGENTS = {"scripted": {
         "install": "test -s /agent/instruction.md && echo installed",
@@ -412,17 +426,20 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
     for s in (nop, scripted, unknown):
         s.refresh_from_db()
     summary = jobs[0].__class__.objects.get(pk=jobs[0].pk).summary["rerun"]
-    assert (summary["rerun_success"], summary["rerun_runs"]) == (0, 3)
+    assert (summary["rerun_success"], summary["rerun_runs"]) == (0, 9)
     assert (summary["claimed_success"], summary["claimed_runs"]) == (9, 9)
-    assert summary["p_value"] == pytest.approx(1 / 220) and summary["significant"]
+    assert summary["p_value"] == pytest.approx(1 / 512) and summary["significant"]
     assert nop.status == "discrepancy"
-    scripted_rerun = TrialCheck.objects.get(job=jobs[1], kind=CheckKind.RERUN)
-    assert scripted_rerun.verified_reward == 1.0, scripted_rerun.detail
-    assert "installed" in scripted_rerun.detail["log_tail"]
-    # Re-run covers the passes, but nothing was re-graded (re-run only): checked.
-    assert scripted.status == "checked"
+    scripted_rerun = TrialCheck.objects.filter(job=jobs[1], kind=CheckKind.RERUN)
+    assert [r.verified_reward for r in scripted_rerun] == [1.0] * 3, [
+        r.detail for r in scripted_rerun]
+    assert "installed" in scripted_rerun[0].detail["log_tail"]
+    # Re-run covers the passes, but nothing was re-graded (re-run only): consistent.
+    assert scripted.status == "consistent"
     assert (scripted.coverage["rerun"], scripted.coverage["regraded"]) == (3, 0)
     # A harness the site cannot run is reported; nothing covers the passes: not verified.
     not_runnable = TrialCheck.objects.get(job=jobs[2], kind=CheckKind.RERUN)
     assert not_runnable.status == "not_runnable" and "mystery" in not_runnable.reason
-    assert unknown.status == "checked" and unknown.coverage["passes_uncovered"] == 1
+    assert unknown.status == "consistent" and unknown.coverage["passes_uncovered"] == 1
+    assert "not re-runnable: " in coverage_badge(unknown.coverage)
+    assert "mystery" in coverage_badge(unknown.coverage)

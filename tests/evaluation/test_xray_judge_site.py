@@ -6,7 +6,7 @@
 * the judge model and prompt version are stored with the verdict (TrialCheck, Trial) and shown
   on the submission and trajectory pages, in /trials.csv and /api/v1/trials/;
 * without a configured judge, X-ray trials are "awaiting judge": not scored, the job ends (no
-  retry), the submission is "checked" and cannot be published; `manage.py judge_pending`
+  retry), the submission is "consistent" and cannot be published; `manage.py judge_pending`
   re-verifies it once a judge is configured;
 * egress: the verifier of a real X-ray task has no network; it reaches the judge only through
   the gateway (which adds the site's key), and neither the judge's own address nor anything
@@ -126,7 +126,7 @@ def test_second_regrade_is_answered_by_the_judge_cache(settings, stub, oracle, c
     # Shown with the verdict: trial fields, the pages, the CSV and the API.
     trial = sub.trials.get()
     assert (trial.judge_model, trial.judge_prompt_version) == (MODEL, PROMPT_VERSION)
-    assert sub.status == "checked"
+    assert sub.status == "consistent"
     maintainer = django_user_model.objects.create_user("maint", is_staff=True)
     client.force_login(maintainer)
     page = client.get(f"/submissions/{sub.pk}/").content.decode()
@@ -168,7 +168,7 @@ def test_without_a_judge_xray_trials_await_it_until_judge_pending(settings, stub
     assert _regrade(job, CT).status == "match"  # the other task is graded as usual
     assert len(stub.requests) == 0
     # Not scored, and said so: the submission is checked (not verified), the badge counts it.
-    assert sub.status == "checked" and sub.coverage["awaiting_judge"] == 1
+    assert sub.status == "consistent" and sub.coverage["awaiting_judge"] == 1
     assert job.summary["judge"]["awaiting_trials"] == [waiting.pk]
     # The headline does not count the unjudged trial as a matching re-grade.
     assert job.summary["headline"].startswith("checked: 1/2 re-grades match"), job.summary

@@ -15,7 +15,7 @@ from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus, Trial
 from submissions.models import coverage_badge, is_flagged
 from submissions.services import (
-    submission_coverage_record,
+    submission_verdict_record,
     submission_publish,
     trial_check_record,
 )
@@ -61,8 +61,7 @@ def published(small_benchmark, settings, tmp_path, django_user_model):
                          ContentFile(json.dumps({"schema_version": "ATIF-v1.7", "steps": []})))
     Trial.objects.filter(pk=trials[0, 1].pk).update(
         trajectory_path="job/t1/agent/trajectory.json")
-    submission_coverage_record(submission_id=sub.pk, rerun_passed_task_ids=set(),
-                               discrepancy=True)
+    submission_verdict_record(submission_id=sub.pk)
     maintainer = django_user_model.objects.create_user("m", is_staff=True)
     submission_publish(submission=sub, actor=maintainer)
     return bv, tasks, sub, trials
@@ -144,11 +143,11 @@ def test_every_public_view_of_a_trial_shows_the_sites_outcome_and_adds_up(client
     # The badge: the same text on the row (CSV, API, page), the agent page and the status page.
     sub.refresh_from_db()
     badge = coverage_badge(sub.coverage)
-    assert badge == ("discrepancy: re-graded 15/15, replayed 0/15, re-run 0/15 counted trials; "
+    assert badge == ("discrepancy: re-graded 15/15, reproduced 0/15, re-run 0/15 counted trials; "
                      "the site's checks contradict the claims (4 trials flagged)")
     assert lb_csv["badge"] == lb_api["badge"] == badge
     assert lb_api["verification_level"] == "discrepancy" and lb_api["verified"] is False
-    assert (lb_api["regraded_trials"], lb_api["replayed_trials"], lb_api["counted_trials"]) == (
+    assert (lb_api["regraded_trials"], lb_api["reproduced_trials"], lb_api["counted_trials"]) == (
         15, 0, 15)
     shown = htmllib.escape(badge)
     assert shown in client.get(f"/agents/mixed/{Q}").content.decode()

@@ -87,7 +87,7 @@ def test_job_line_counts_replays_tried_not_replayed(small_benchmark, client):
     _bv, tasks = small_benchmark
     sub = published_submission(AgentFactory(), tasks, ["PPP"] * 5)
     job = VerificationJob.objects.create(submission=sub, status="done", attempt=1,
-                                         verdict="checked")
+                                         verdict="consistent")
     for trial in sub.trials.all():
         TrialCheck.objects.create(job=job, kind=CheckKind.REPLAY, trial=trial,
                                   benchmark_task=trial.benchmark_task,

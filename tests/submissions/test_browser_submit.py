@@ -175,9 +175,9 @@ def test_the_open_status_page_follows_each_step_to_the_verdict(site, tmp_path):
 
         def verdict():
             sub = Submission.objects.get(pk=pk)
-            sub.verification_jobs.update(status=JobStatus.DONE, verdict="checked", summary={
+            sub.verification_jobs.update(status=JobStatus.DONE, verdict="consistent", summary={
                 "headline": "checked: 21/21 re-grades match"})
-            submission_transition(submission=sub, to_status=SubmissionStatus.CHECKED,
+            submission_transition(submission=sub, to_status=SubmissionStatus.CONSISTENT,
                                   note="checked: 21/21 re-grades match")
 
         _in_another_thread(verdict)

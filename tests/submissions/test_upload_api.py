@@ -505,9 +505,9 @@ def test_the_clients_lines_are_sentences_not_python_values():
                "queue_position": None, "verification": job}
     assert progress_line(running) == ("status verifying, 4/21 trials; job running: re-graded "
                                       "4/21, replays tried 1, re-run trials 0")
-    done = {"id": 9, "benchmark": "b@1", "status": "checked", "url": "/submissions/9/",
+    done = {"id": 9, "benchmark": "b@1", "status": "consistent", "url": "/submissions/9/",
             "progress": {"done": 21, "total": 21}, "queue_position": None,
-            "verification": {**job, "status": "done", "verdict": "checked", "summary": {
+            "verification": {**job, "status": "done", "verdict": "consistent", "summary": {
                 "headline": "checked: 21/21 re-grades match", "judge": {"requests": 0}}}}
     assert progress_line(done) == "status checked, 21/21 trials"
     assert verdict_lines("http://site/", done) == [

@@ -2,10 +2,15 @@
 a REAL Celery worker against a throwaway PostgreSQL cluster, a throwaway Redis broker and the
 Docker engine, while the worker is SIGKILLed at random points of verification (and restarted),
 the broker is restarted once and PostgreSQL is restarted once. Prints what each fault hit and
-the totals: verified exactly once, lost, duplicated, stuck, containers leaked.
+the totals: verified exactly once, lost, duplicated, stuck, containers leaked, and per submission
+the longest time it waited with no worker on it while the worker was up and idle (issue 30: a
+prefetched message of a killed worker left a submission waiting half an hour).
 
     .venv/bin/python manage.py chaos_soak                       # 10 kills, 6 submissions
     .venv/bin/python manage.py chaos_soak --kills 2 --submissions 2   # short (the test)
+
+The reaper runs every --reaper-interval seconds (as beat runs it, never more often), with
+VERIFICATION_REAPER_INTERVAL_S and VERIFICATION_UNCLAIMED_AFTER_S (two intervals) set to match.
 
 The PostgreSQL cluster (initdb, own port, TCP on 127.0.0.1 only) and the Redis server (own
 port, append-only) are created under var/chaos-<pid>/ and removed afterwards: the shared
@@ -23,6 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -136,9 +142,12 @@ class Worker:
 
     def __init__(self, env: dict, log: Path):
         self.env, self.log_path, self.proc = env, log, None
+        self.up = False
 
     def start(self) -> Worker:
         self.log = open(self.log_path, "ab")
+        self.log_from = self.log.tell()  # where this process's lines begin
+        self.started_at = datetime.now(UTC)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q",
              self.env["VERIFICATION_QUEUE"], "--pool", "prefork", "--concurrency", "1",
@@ -147,6 +156,14 @@ class Worker:
             cwd=settings.BASE_DIR, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
         return self
+
+    def ready(self) -> bool:
+        """True once this process has said `ready.` (it consumes) and while it runs."""
+        if not self.up:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_from)
+                self.up = b" ready." in f.read()
+        return self.up and self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -192,6 +209,9 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=int, default=1200,
                             help="seconds to wait for every submission to end")
         parser.add_argument("--keep", action="store_true", help="keep var/chaos-<pid>/")
+        parser.add_argument("--reaper-interval", type=float, default=10.0,
+                            help="seconds between reaper runs (beat's VERIFICATION_REAPER_"
+                                 "INTERVAL_S; the unclaimed bound is two of them)")
 
     def handle(self, *args, **opts):
         self.rng = random.Random(opts["seed"])
@@ -208,6 +228,8 @@ class Command(BaseCommand):
                                    VERIFICATION_RUN_PREFIX=f"chaos{os.getpid()}x",
                                    VERIFICATION_QUEUE=f"chaos-{os.getpid()}",
                                    VERIFICATION_STALE_AFTER_S=8,
+                                   VERIFICATION_REAPER_INTERVAL_S=opts["reaper_interval"],
+                                   VERIFICATION_UNCLAIMED_AFTER_S=2 * opts["reaper_interval"],
                                    VERIFICATION_MAX_ATTEMPTS=opts["kills"] + 5):
                 self._soak(root, pg, broker, opts)
         finally:
@@ -246,6 +268,8 @@ class Command(BaseCommand):
             VERIFICATION_STALE_AFTER_S=str(settings.VERIFICATION_STALE_AFTER_S),
             VERIFICATION_MAX_ATTEMPTS=str(settings.VERIFICATION_MAX_ATTEMPTS),
             VERIFICATION_RETRY_BACKOFF_S="1", VERIFICATION_PARALLEL_TRIALS="2",
+            VERIFICATION_REAPER_INTERVAL_S=str(settings.VERIFICATION_REAPER_INTERVAL_S),
+            VERIFICATION_UNCLAIMED_AFTER_S=str(settings.VERIFICATION_UNCLAIMED_AFTER_S),
             PYTHONUNBUFFERED="1")
         return env
 
@@ -323,6 +347,9 @@ class Command(BaseCommand):
 
         _point_celery_at(broker.url)
         sub_ids = self._submissions(root, opts["submissions"])
+        self.waits = {pk: 0.0 for pk in sub_ids}  # longest wait with no worker on it, idle
+        self.wait_since: dict[int, float] = {}
+        self.next_reap = 0.0
         env = self._worker_env(pg, broker, root)
         worker = self.worker = Worker(env, root / "worker.log").start()
         faults = ["kill"] * opts["kills"] + ["broker", "postgres"]
@@ -331,7 +358,7 @@ class Command(BaseCommand):
         t_start = time.time()
         for n, fault in enumerate(faults, 1):
             running = self._wait_running(timeout=120)
-            time.sleep(self.rng.uniform(0.5, 4.0))  # a random point of the verification
+            self._pause(self.rng.uniform(0.5, 4.0))  # a random point of the verification
             running = self._db(lambda: list(VerificationJob.objects.filter(
                 status=JobStatus.RUNNING).values_list("pk", "attempt"))) or running
             t = time.time() - t_start
@@ -349,13 +376,11 @@ class Command(BaseCommand):
             results.append({"n": n, "t": t, "fault": what, "running": running})
             self._say(f"fault {n:2d} at {t:6.1f} s: {what}; jobs running: "
                       f"{[f'{j}#{a}' for j, a in running] or 'none'}")
-            self._reap()
         deadline = time.time() + opts["timeout"]
         while time.time() < deadline:
-            self._reap()
             if self._db(lambda: not self._open(sub_ids)):
                 break
-            time.sleep(3)
+            self._pause(3)
         worker.stop()
         self.worker = None
         self._report(sub_ids, results, time.time() - t_start)
@@ -380,13 +405,55 @@ class Command(BaseCommand):
 
         deadline = time.time() + timeout
         while time.time() < deadline:
+            # A job the current worker runs (a heartbeat since it started), not the row of one
+            # killed before.
             running = self._db(lambda: list(VerificationJob.objects.filter(
-                status=JobStatus.RUNNING).values_list("pk", "attempt")))
+                status=JobStatus.RUNNING, heartbeat_at__gte=self.worker.started_at)
+                .values_list("pk", "attempt")))
             if running:
                 return running
-            self._reap()
-            time.sleep(0.5)
+            self._pause(0.5)
         return []
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep, meanwhile running the reaper when it is due and sampling the waits."""
+        end = time.time() + seconds
+        while True:
+            self._sample()
+            if time.time() >= self.next_reap:
+                self.next_reap = time.time() + settings.VERIFICATION_REAPER_INTERVAL_S
+                self._reap()
+            left = end - time.time()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.5))
+
+    def _sample(self) -> None:
+        """Per open submission: how long it has waited with no worker on it while the worker
+        was up and idle (a job is worked on while its heartbeat, every second, is fresh)."""
+        from django.utils import timezone
+
+        from submissions.models import JobStatus, Submission, VerificationJob
+
+        try:
+            now = timezone.now()
+            fresh = now - timedelta(seconds=3)
+            attended = set(VerificationJob.objects.filter(
+                submission_id__in=self.waits, status=JobStatus.RUNNING,
+                heartbeat_at__gte=fresh).values_list("submission_id", flat=True))
+            open_ = set(Submission.objects.filter(pk__in=self.waits).exclude(
+                status__in=FINAL).values_list("pk", flat=True))
+        except DatabaseError:
+            connections["default"].close()
+            return
+        idle = self.worker is not None and self.worker.ready() and not attended
+        t = time.time()
+        for pk in self.waits:
+            if idle and pk in open_:
+                since = self.wait_since.setdefault(pk, t)
+                self.waits[pk] = max(self.waits[pk], t - since)
+            else:
+                self.wait_since.pop(pk, None)
 
     def _reap(self) -> None:
         from submissions.verification import reap_stuck_submissions
@@ -441,6 +508,11 @@ class Command(BaseCommand):
         for name in leaked:
             self._say(f"  leaked container: {name}")
         attempts = sorted(j.attempt for j in jobs.values())
+        interval = settings.VERIFICATION_REAPER_INTERVAL_S
+        self._say("\nlongest wait with no worker on it (worker up and idle), per submission:")
+        for pk in sub_ids:
+            self._say(f"  submission {pk}: {self.waits[pk]:.1f} s")
+        longest = max(self.waits.values(), default=0.0)
         self._say(
             f"\ntotals after {wall:.0f} s, {len(results)} faults "
             f"({sum('SIGKILL' in r['fault'] for r in results)} kills, 1 broker restart, "
@@ -448,10 +520,13 @@ class Command(BaseCommand):
             f"  verified exactly once: {len(once)}\n  lost: {len(lost)} {lost or ''}\n"
             f"  duplicated: {len(duplicated)} {duplicated or ''}\n"
             f"  stuck: {len(stuck)} {stuck or ''}\n  failed (never scored): {len(failed)}\n"
-            f"  containers leaked: {len(leaked)}\n  job attempts: {attempts}")
+            f"  containers leaked: {len(leaked)}\n  job attempts: {attempts}\n"
+            f"  longest wait, no worker on it: {longest:.1f} s (reaper interval {interval:g} s, "
+            f"{longest / interval:.2f} intervals)")
         self.totals = {"once": len(once), "lost": len(lost), "duplicated": len(duplicated),
                        "stuck": len(stuck), "failed": len(failed), "leaked": len(leaked),
-                       "faults": len(results)}
+                       "faults": len(results), "longest_wait": longest,
+                       "reaper_interval": interval}
 
     def _say(self, text: str) -> None:
         self.stdout.write(text)
