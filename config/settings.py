@@ -156,7 +156,10 @@ SPECTACULAR_SETTINGS = {
         "[0, 1]. Submissions (`/api/v1/submissions/`): upload a Harbor run and follow its "
         "verification with an API token from your account page, sent as "
         "`Authorization: Token hab_...` (the Authorize button takes the whole value, "
-        "`Token ` included); the site's Submit page shows the commands."
+        "`Token ` included); the site's Submit page shows the commands. Every operation "
+        "answers JSON (whatever the Accept header); its errors carry `detail` (an upload's "
+        "refusal: `code` and `problems`). Query parameters an operation does not list are "
+        "ignored; a listed one out of its bounds, type or enum, or given twice, is a 400."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,

@@ -1,6 +1,8 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from config.api import NotFoundApi
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -9,6 +11,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("leaderboard.api_urls")),
     path("api/v1/", include("submissions.api_urls")),
+    # Any other /api/.../ URL: a JSON 404 as every operation answers one (a path without its
+    # final slash is left to APPEND_SLASH's redirect).
+    re_path(r"^api/(?:.*/)?$", NotFoundApi.as_view()),
     path("", include("submissions.urls")),
     path("", include("leaderboard.urls")),
 ]

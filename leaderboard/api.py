@@ -1,4 +1,8 @@
-"""Read-only JSON API (/api/v1/). Same columns and values as the CSV downloads."""
+"""Read-only JSON API (/api/v1/). Same columns and values as the CSV downloads.
+
+Each operation's query string is validated by the serializer its schema documents
+(config.api.query_params), so the bounds, enums and patterns of /api/schema/ are the ones
+enforced."""
 
 from __future__ import annotations
 
@@ -7,34 +11,84 @@ from itertools import islice
 from django.conf import settings
 from django.http import HttpResponse
 from django.utils.decorators import method_decorator
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from config.api import (
+    INVALID_QUERY,
+    OFFSET_MAX,
+    ApiView,
+    StrictBooleanField,
+    StrictIntegerField,
+    error,
+    query_params,
+    text_param,
+)
 from leaderboard import selectors, tables
 from leaderboard.caching import cached_response
-from leaderboard.filters import entry_filters
+from leaderboard.filters import EntryFilters, EntryFilterSet
 
-_FILTER_PARAMS = [
-    OpenApiParameter("benchmark", str, description="name@version, e.g. healthagentbench@1.0"),
-    OpenApiParameter("harness", str, description="harness slug, e.g. codex"),
-    OpenApiParameter("provider", str, description="model provider, e.g. OpenAI"),
-    OpenApiParameter("verified", bool, description="only verified submissions"),
-]
+# name@version (selectors.benchmark_version_get: the name a slug, the version any text); empty
+# or absent: the default version.
+BENCHMARK_PATTERN = r"^([-a-zA-Z0-9_]+@[^\x00]+)?$"
+NOT_FOUND = error("no such benchmark version (or none registered yet)")
 
 
-def _params(request: Request):
+def _label(name: str) -> str:
+    return EntryFilterSet.base_filters[name].label
+
+
+@extend_schema_serializer(component_name="BenchmarkQuery")
+class BenchmarkQuery(serializers.Serializer):
+    benchmark = text_param(
+        BENCHMARK_PATTERN,
+        help_text="name@version, e.g. healthagentbench@1.0 (absent or empty: the default "
+                  "version); an unknown one is a 404")
+
+
+class FilterQuery(BenchmarkQuery):
+    """The entry filters (leaderboard.filters.EntryFilterSet, which the pages parse too)."""
+
+    harness = text_param(help_text=_label("harness"))
+    provider = text_param(help_text=_label("provider"))
+    verified = StrictBooleanField(required=False, help_text=_label("verified"))
+
+
+class LeaderboardQuery(FilterQuery):
+    limit = StrictIntegerField(min_value=1, max_value=1000, required=False,
+                               help_text="rows per page (default LEADERBOARD_PAGE_SIZE, 100)")
+    offset = StrictIntegerField(min_value=0, max_value=OFFSET_MAX, required=False,
+                                help_text="rows to skip (default 0)")
+    sort = serializers.ChoiceField(sorted(selectors.SORTABLE), required=False,
+                                   help_text="default rank")
+    order = serializers.ChoiceField(["asc", "desc"], required=False,
+                                    help_text="default desc for success, asc otherwise")
+    q = text_param(help_text="search agent, harness, model (its first 100 characters)")
+
+
+class TrialQuery(FilterQuery):
+    limit = StrictIntegerField(min_value=1, max_value=5000, required=False,
+                               help_text="rows per page (default 1000)")
+    offset = StrictIntegerField(min_value=0, max_value=OFFSET_MAX, required=False,
+                                help_text="rows to skip (default 0)")
+
+
+def _params(request: Request, query: type[serializers.Serializer]):
+    """(benchmark version, entry filters, validated query) of a request."""
+    data = query_params(query, request)
     # The cache layer has looked the version up already (no second query).
     bv = getattr(request, "benchmark_version", None)
     try:
-        bv = bv or selectors.benchmark_version_get(slug=request.query_params.get("benchmark", ""))
+        bv = bv or selectors.benchmark_version_get(slug=data.get("benchmark", ""))
     except selectors.UnknownBenchmark as exc:
         raise NotFound(str(exc)) from exc
-    return bv, entry_filters(request.query_params)
+    filters = EntryFilters(harness=data.get("harness", ""), provider=data.get("provider", ""),
+                           verified_only=data.get("verified", False))
+    return bv, filters, data
 
 
 def _json(payload) -> HttpResponse:
@@ -42,17 +96,23 @@ def _json(payload) -> HttpResponse:
     return HttpResponse(JSONRenderer().render(payload), content_type="application/json")
 
 
-class _TableApi(APIView):
+def _list_schema(query: type[serializers.Serializer], ok, description: str = ""):
+    return extend_schema(parameters=[query], description=description or None,
+                         responses={200: ok, 400: INVALID_QUERY, 404: NOT_FOUND})
+
+
+class _TableApi(ApiView):
     table: str = ""
+    query: type[serializers.Serializer] = FilterQuery
 
     @method_decorator(cached_response)
     def get(self, request: Request) -> HttpResponse:
-        bv, filters = _params(request)
+        bv, filters, _data = _params(request, self.query)
         table = tables.TABLES[self.table](bv, filters)
         return _json(list(table.dicts()))
 
 
-class LeaderboardListApi(APIView):
+class LeaderboardListApi(ApiView):
     """Ranked agents, one page at a time (limit/offset, limit <= 1000), sorted and searched as
     the leaderboard page is (sort, order, q); /leaderboard.csv has every row."""
 
@@ -108,24 +168,17 @@ class LeaderboardListApi(APIView):
             "offset": serializers.IntegerField(), "limit": serializers.IntegerField(),
             "results": OutputSerializer(many=True)}))
 
-    @extend_schema(
-        parameters=[*_FILTER_PARAMS, OpenApiParameter("limit", int, description="<= 1000"),
-                    OpenApiParameter("offset", int),
-                    OpenApiParameter("sort", str, enum=sorted(selectors.SORTABLE)),
-                    OpenApiParameter("order", str, enum=["asc", "desc"]),
-                    OpenApiParameter("q", str, description="search agent, harness, model")],
-        responses=PageSerializer,
-    )
+    @_list_schema(LeaderboardQuery, PageSerializer)
     @method_decorator(cached_response)
     def get(self, request: Request) -> HttpResponse:
-        bv, filters = _params(request)
-        limit, offset = _limit_offset(request, default=settings.LEADERBOARD_PAGE_SIZE,
-                                      most=1000)
-        sort = request.query_params.get("sort", "rank")
-        order = request.query_params.get("order", "desc" if sort == "success" else "asc")
+        bv, filters, data = _params(request, LeaderboardQuery)
+        limit = data.get("limit", settings.LEADERBOARD_PAGE_SIZE)
+        offset = data.get("offset", 0)
+        sort = data.get("sort", "rank")
+        order = data.get("order", "desc" if sort == "success" else "asc")
         window = selectors.EntryWindow(
             sort=sort, descending=order == "desc", offset=offset, limit=limit,
-            search=request.query_params.get("q", "").strip()[:100])
+            search=data.get("q", "").strip()[:100])
         entries, count = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
                                                       window=window)
         return _page(request, count, offset, limit, [
@@ -147,8 +200,10 @@ class CategoryListApi(_TableApi):
         ci_low = serializers.FloatField()
         ci_high = serializers.FloatField()
         provenance = serializers.CharField()
+        agent_id = serializers.IntegerField(help_text="stable id of the agent")
+        submission_id = serializers.IntegerField(help_text="the ranked submission")
 
-    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    @_list_schema(FilterQuery, OutputSerializer(many=True))
     def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
@@ -164,14 +219,17 @@ class GroupListApi(_TableApi):
         macro_success_rate = serializers.FloatField()
         pooled_success_rate = serializers.FloatField()
         provenance = serializers.CharField()
+        agent_id = serializers.IntegerField(help_text="stable id of the agent")
+        submission_id = serializers.IntegerField(help_text="the ranked submission")
 
-    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    @_list_schema(FilterQuery, OutputSerializer(many=True))
     def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
 
 class HarnessFamilyListApi(_TableApi):
     table = "harness-families"
+    query = BenchmarkQuery
 
     @extend_schema_serializer(component_name="HarnessFamilyRow")
     class OutputSerializer(serializers.Serializer):
@@ -184,12 +242,14 @@ class HarnessFamilyListApi(_TableApi):
         imaging_pooled_success_rate = serializers.FloatField(allow_null=True)
         text_pooled_success_rate = serializers.FloatField(allow_null=True)
 
-    @extend_schema(parameters=_FILTER_PARAMS, responses=OutputSerializer(many=True))
+    @_list_schema(BenchmarkQuery, OutputSerializer(many=True),
+                  "Every ranked agent of the version, by harness family: the entry filters "
+                  "(harness, provider, verified) do not apply here.")
     def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
 
-class TrialListApi(APIView):
+class TrialListApi(ApiView):
     """Trials of ranked agents, paginated with limit/offset (limit <= 5000)."""
 
     @extend_schema_serializer(component_name="TrialRow")
@@ -232,37 +292,24 @@ class TrialListApi(APIView):
                       "| empty")
         infra_confirm_reason = serializers.CharField(help_text="why (public)")
 
-    @extend_schema_serializer(component_name="TrialPage")
-    class PageSerializer(serializers.Serializer):
-        count = serializers.IntegerField(help_text="trials matching the filters, on every page")
-        next = serializers.URLField(allow_null=True, help_text="the next page, null on the last")
-        previous = serializers.URLField(allow_null=True)
-        offset = serializers.IntegerField()
-        limit = serializers.IntegerField()
-        results = serializers.ListField(child=serializers.DictField())
+    PageSerializer = extend_schema_serializer(component_name="TrialPage")(type(
+        "TrialPageSerializer", (serializers.Serializer,), {
+            "count": serializers.IntegerField(help_text="trials matching the filters, on every "
+                                                        "page"),
+            "next": serializers.URLField(allow_null=True,
+                                         help_text="the next page, null on the last"),
+            "previous": serializers.URLField(allow_null=True),
+            "offset": serializers.IntegerField(), "limit": serializers.IntegerField(),
+            "results": OutputSerializer(many=True)}))
 
-    @extend_schema(
-        parameters=[*_FILTER_PARAMS, OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
-        responses=PageSerializer,
-    )
+    @_list_schema(TrialQuery, PageSerializer)
     @method_decorator(cached_response)
     def get(self, request: Request) -> HttpResponse:
-        bv, filters = _params(request)
-        limit, offset = _limit_offset(request, default=1000, most=5000)
+        bv, filters, data = _params(request, TrialQuery)
+        limit, offset = data.get("limit", 1000), data.get("offset", 0)
         rows = list(islice(tables.trials_table(bv, filters).dicts(), offset, offset + limit))
         count = selectors.trial_count(benchmark_version=bv, filters=filters)
         return _page(request, count, offset, limit, rows)
-
-
-def _limit_offset(request: Request, *, default: int, most: int) -> tuple[int, int]:
-    try:
-        limit = min(int(request.query_params.get("limit", default)), most)
-        offset = int(request.query_params.get("offset", 0))
-    except ValueError as exc:
-        raise ValidationError({"limit": "limit and offset must be integers"}) from exc
-    if limit < 1 or offset < 0:
-        raise ValidationError({"limit": "limit must be >= 1 and offset >= 0"})
-    return limit, offset
 
 
 def _page(request: Request, count: int, offset: int, limit: int, rows: list) -> HttpResponse:
@@ -281,7 +328,7 @@ def _page_url(request: Request, offset: int, limit: int) -> str:
     return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
 
 
-class BenchmarkListApi(APIView):
+class BenchmarkListApi(ApiView):
     @extend_schema_serializer(component_name="BenchmarkVersion")
     class OutputSerializer(serializers.Serializer):
         slug = serializers.CharField()

@@ -5,26 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
+    extend_schema_field,
     extend_schema_serializer,
     inline_serializer,
 )
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ParseError, UnsupportedMediaType
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from config.api import BIGINT_MAX, NO_NUL, ApiView, error
 from submissions import selectors
 from submissions.authentication import ApiTokenAuthentication
 from submissions.harbor_intake import REFERENCE_MODEL_DISPLAY
 from submissions.intake import submission_receive
-from submissions.models import INTAKE_STATUSES, coverage_badge
+from submissions.models import INTAKE_STATUSES, SubmissionStatus, coverage_badge
 from submissions.services import IdempotencyConflict, QuotaExceeded
 from submissions.uploads import request_upload_too_large, uploaded_sha256
 from submissions.verification import public_sample, verification_progress
@@ -144,17 +146,131 @@ same Idempotency-Key and the same archive and metadata returns the first answer 
 upload's included). After a refusal, fix the job directory, re-pack and send it with the same
 key (or a new one): the corrected upload is a new submission and takes the key over."""
 
+
+@extend_schema_serializer(component_name="UploadProblem")
+class _ProblemSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    path = serializers.CharField()
+    message = serializers.CharField()
+
+
 _Refused = inline_serializer("UploadRefused", {
     "code": serializers.CharField(),
-    "problems": inline_serializer("UploadProblem", many=True, fields={
-        "code": serializers.CharField(), "path": serializers.CharField(),
-        "message": serializers.CharField()})})
-_Unauthorized = inline_serializer("Unauthorized", {"detail": serializers.CharField()})
+    "problems": _ProblemSerializer(many=True)})
 _Error = inline_serializer("UploadError", {
     "code": serializers.CharField(), "detail": serializers.CharField()})
+_UNAUTHORIZED = error("no token, or a bad or revoked one (and no session)")
+_BAD_TOKEN = error("a bad or revoked token (none: the public view)")
 
 
-class SubmissionCollectionApi(APIView):
+@extend_schema_field(OpenApiTypes.BINARY)
+class _UploadedFile(serializers.FileField):
+    """A multipart file part (with a filename), documented as one: format binary, not the
+    uri drf-spectacular gives a FileField shared by requests and responses."""
+
+
+@extend_schema_field({
+    "type": "string", "pattern": NO_NUL,
+    "description": "the metadata file's text, YAML or JSON (or a metadata.yaml in the archive): "
+                   f"UTF-8, at most {MAX_METADATA_BYTES} bytes; a file part (curl -F "
+                   "metadata=@metadata.yaml) or a text field"})
+class _MetadataField(serializers.Field):
+    """The metadata file's text: a file part or a plain text field (UTF-8, at most
+    MAX_METADATA_BYTES). Documented as text, since that is what it must be."""
+
+    def to_internal_value(self, data) -> str:
+        if hasattr(data, "read"):
+            if data.size > MAX_METADATA_BYTES:
+                raise self._too_large()
+            try:
+                data = data.read(MAX_METADATA_BYTES + 1).decode("utf-8")
+            except UnicodeDecodeError:
+                raise self._encoding() from None
+        if not isinstance(data, str):
+            raise serializers.ValidationError("metadata must be a file or text",
+                                              code="metadata_invalid")
+        if len(data.encode("utf-8", errors="surrogatepass")) > MAX_METADATA_BYTES:
+            raise self._too_large()
+        if "\x00" in data:  # text, not binary (and no database stores a NUL in text)
+            raise self._encoding()
+        return data
+
+    @staticmethod
+    def _encoding() -> serializers.ValidationError:
+        return serializers.ValidationError("metadata must be UTF-8 YAML or JSON",
+                                           code="metadata_encoding")
+
+    @staticmethod
+    def _too_large() -> serializers.ValidationError:
+        return serializers.ValidationError(f"metadata larger than {MAX_METADATA_BYTES} bytes",
+                                           code="metadata_too_large")
+
+    def to_representation(self, value):
+        return value
+
+
+@extend_schema_serializer(component_name="SubmissionSummary")
+class SubmissionSummarySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(SubmissionStatus.choices)
+    agent = serializers.CharField(allow_null=True, help_text="null until intake read the metadata")
+    benchmark = serializers.CharField(allow_null=True, help_text="name@version; null likewise")
+    created_at = serializers.DateTimeField()
+    url = serializers.CharField(help_text="the status page")
+
+
+class _IntakeSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(["waiting", "validating", "done"])
+    attempt = serializers.IntegerField(required=False)
+    started_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class _InfraErrorsSerializer(serializers.Serializer):
+    claimed = serializers.IntegerField()
+    confirmed = serializers.IntegerField()
+    trials = serializers.ListField(child=serializers.DictField())
+
+
+class _EventSerializer(serializers.Serializer):
+    # "from" is a Python keyword: the field is declared below.
+    to = serializers.CharField()
+    note = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+_EventSerializer._declared_fields["from"] = serializers.CharField()
+
+
+@extend_schema_serializer(component_name="SubmissionStatusDocument")
+class SubmissionStatusSerializer(serializers.Serializer):
+    """submission_status_payload; the last four fields for its owner and maintainers only."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(SubmissionStatus.choices)
+    url = serializers.CharField(help_text="the status page")
+    benchmark = serializers.CharField(allow_null=True, help_text="null until intake read it")
+    agent = serializers.CharField(allow_null=True, help_text="null until intake read it")
+    intake = _IntakeSerializer()
+    progress = inline_serializer("SubmissionProgress", {
+        "done": serializers.IntegerField(), "total": serializers.IntegerField()})
+    queue_position = serializers.IntegerField(allow_null=True, help_text="1-based; null unless "
+                                                                         "queued")
+    verified = serializers.BooleanField()
+    coverage = serializers.DictField(help_text="what the site checked (empty: nothing yet)")
+    badge = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    verification = serializers.DictField(help_text="stage, checks and verdict")
+    score_history = serializers.ListField(child=serializers.DictField(),
+                                          help_text="earlier scores, newest first")
+    infra_errors = _InfraErrorsSerializer()
+    status_reason = serializers.CharField(required=False)
+    problems = _ProblemSerializer(many=True, required=False)
+    secret_findings = serializers.JSONField(required=False,
+                                            help_text="the redacted-credential report")
+    events = _EventSerializer(many=True, required=False, help_text="the audit trail")
+
+
+class SubmissionCollectionApi(ApiView):
     """POST /api/v1/submissions/ uploads; GET lists the caller's own."""
 
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
@@ -164,21 +280,9 @@ class SubmissionCollectionApi(APIView):
     @extend_schema_serializer(component_name="SubmissionUpload")
     class InputSerializer(serializers.Serializer):
         # Empty or malformed archives are refused by the extractor, with its own error codes.
-        archive = serializers.FileField(allow_empty_file=True,
-                                        help_text=".tar.gz, .tgz or .zip of Harbor job dirs")
-        metadata = serializers.FileField(required=False, allow_empty_file=True,
-                                         help_text="metadata.yaml / .json (or in the archive)")
-
-        def validate_metadata(self, upload) -> str:
-            """The metadata file's text (UTF-8, at most MAX_METADATA_BYTES)."""
-            if upload.size > MAX_METADATA_BYTES:
-                raise serializers.ValidationError(
-                    f"metadata larger than {MAX_METADATA_BYTES} bytes", code="metadata_too_large")
-            try:
-                return upload.read(MAX_METADATA_BYTES + 1).decode("utf-8")
-            except UnicodeDecodeError:
-                raise serializers.ValidationError("metadata must be UTF-8 YAML or JSON",
-                                                  code="metadata_encoding") from None
+        archive = _UploadedFile(allow_empty_file=True,
+                                help_text=".tar.gz, .tgz or .zip of Harbor job dirs")
+        metadata = _MetadataField(required=False)
 
     @extend_schema_serializer(component_name="SubmissionCreated")
     class OutputSerializer(serializers.Serializer):
@@ -194,14 +298,30 @@ class SubmissionCollectionApi(APIView):
             "Idempotency-Key", str, OpenApiParameter.HEADER,
             description="any unique string, such as a UUID: a retry with the same key "
                         "returns the first answer")],
-        responses={202: OutputSerializer, 400: _Refused, 401: _Unauthorized, 409: _Error,
-                   413: _Error, 429: _Error},
+        responses={
+            202: OutputSerializer,
+            400: error("the upload refused: every problem of its fields at once (a malformed "
+                       "multipart body is one problem)", _Refused),
+            401: _UNAUTHORIZED,
+            403: error("signed in by the session cookie without the CSRF token"),
+            409: error("the Idempotency-Key belongs to another upload", _Error),
+            413: error("too large", _Error),
+            415: error("not multipart/form-data", _Error),
+            429: error("the daily quota is used", _Error)},
         operation_id="submissions_create",
     )
     def post(self, request: Request) -> Response:
         if request_upload_too_large(request._request):
             return Response({"code": "too_large", "detail": "upload too large"}, status=413)
-        serializer = self.InputSerializer(data=request.data)
+        try:
+            data = request.data
+        except UnsupportedMediaType as exc:
+            return Response({"code": "unsupported_media_type", "detail": str(exc.detail)},
+                            status=415)
+        except ParseError as exc:
+            return Response({"code": "invalid_submission", "problems": [
+                {"code": "malformed_body", "path": "", "message": str(exc.detail)}]}, status=400)
+        serializer = self.InputSerializer(data=data)
         if not serializer.is_valid():
             return Response({"code": "invalid_submission",
                              "problems": _input_problems(serializer.errors)}, status=400)
@@ -222,7 +342,8 @@ class SubmissionCollectionApi(APIView):
         # A replay answers like the original request did (with the submission's status now).
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(summary="Your submissions", responses={200: dict},
+    @extend_schema(summary="Your submissions",
+                   responses={200: SubmissionSummarySerializer(many=True), 401: _UNAUTHORIZED},
                    description="The caller's own submissions, newest first: id, status, agent, "
                                "benchmark, created_at, url (the status page).",
                    operation_id="submissions_list")
@@ -250,11 +371,17 @@ def _input_problems(errors: dict) -> list[dict]:
     return problems
 
 
-class SubmissionDetailApi(APIView):
+class SubmissionDetailApi(ApiView):
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     permission_classes = [AllowAny]
 
-    @extend_schema(summary="A submission's status", responses={200: dict},
+    @extend_schema(summary="A submission's status",
+                   parameters=[OpenApiParameter(
+                       "id", {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+                       OpenApiParameter.PATH, description="the submission's id (any other "
+                       "path segment is a 404 too)")],
+                   responses={200: SubmissionStatusSerializer, 401: _BAD_TOKEN,
+                              404: error("no such submission, or not yours and not published")},
                    description="What its status page shows: status, progress (done/total "
                                "trials), queue_position, verification (stage, checks, verdict) "
                                "and score_history; its owner and maintainers also get "
