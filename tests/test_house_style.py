@@ -105,7 +105,8 @@ def test_every_house_style_citation_in_the_repository_names_a_rule_that_exists()
         text = _read(path)
         if text is None or path == Path(__file__).resolve():
             continue
-        bad += [f"{path.relative_to(REPO)}:{lineno}: {p}" for lineno, p in file_problems(text, rules)]
+        rel = path.relative_to(REPO)
+        bad += [f"{rel}:{lineno}: {p}" for lineno, p in file_problems(text, rules)]
     assert not bad, "\n".join(bad)
 
 
