@@ -4,7 +4,7 @@ PORT ?= 8000
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install images serve clean-venv
+.PHONY: run test test-fast install images serve clean-venv
 
 $(VENV)/.installed: pyproject.toml uv.lock scripts/bootstrap
 	scripts/bootstrap
@@ -25,6 +25,10 @@ run: install .env
 
 test: install
 	scripts/run-tests
+
+# Everything that needs neither Docker nor a browser (pytest -m "not docker and not browser").
+test-fast: install
+	scripts/run-tests --fast
 
 images: install
 	scripts/build-images

@@ -317,7 +317,7 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 100
 DATA_UPLOAD_MAX_NUMBER_FILES = 4
 
 # --- Verification (evaluation/verification.py, evaluation/tasks.py) ---
-# Queues (R17): `web` for light jobs (reaper, mail), `evaluation` for container jobs; production
+# Queues (HS17): `web` for light jobs (reaper, mail), `evaluation` for container jobs; production
 # evaluation workers consume only `evaluation` with --concurrency sized to their machine.
 VERIFICATION_QUEUE = env.str("VERIFICATION_QUEUE", default="evaluation")
 # Uploads are validated off the web request (submissions/intake.py) on a queue of their own, so a
@@ -330,7 +330,7 @@ CELERY_TASK_ROUTES = {
     "submissions.reap_stuck_intake": {"queue": CELERY_TASK_DEFAULT_QUEUE},
 }
 # Hard limit of one upload's intake (extraction, validation, secret scan, storage); the soft
-# limit leaves a margin to clean its staging folder (R18).
+# limit leaves a margin to clean its staging folder (house style HS18).
 INTAKE_TIME_LIMIT_S = env.int("INTAKE_TIME_LIMIT_S", default=30 * 60)
 # A claim older than this (a worker killed mid-intake) is taken over by the next delivery; above
 # the time limit, so a live intake is never run twice.
@@ -342,7 +342,7 @@ INTAKE_REPUBLISH_AFTER_S = env.int("INTAKE_REPUBLISH_AFTER_S", default=120)
 # kills its worker every time).
 INTAKE_MAX_ATTEMPTS = env.int("INTAKE_MAX_ATTEMPTS", default=3)
 # Hard limit of one verification job (all its re-grades, replays and re-runs); the soft limit
-# leaves a cleanup margin for removing containers (R18).
+# leaves a cleanup margin for removing containers (house style HS18).
 VERIFICATION_TIME_LIMIT_S = env.int("VERIFICATION_TIME_LIMIT_S", default=4 * 3600)
 VERIFICATION_SOFT_TIME_LIMIT_S = env.int(
     "VERIFICATION_SOFT_TIME_LIMIT_S", default=VERIFICATION_TIME_LIMIT_S - 300
@@ -360,7 +360,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 VERIFICATION_MAX_ATTEMPTS = env.int("VERIFICATION_MAX_ATTEMPTS", default=3)
 # First retry delay after an infrastructure error; doubles per retry (Celery retry_backoff).
 VERIFICATION_RETRY_BACKOFF_S = env.int("VERIFICATION_RETRY_BACKOFF_S", default=30)
-# A running job writes heartbeat_at this often; older than STALE_AFTER it is taken back (R19).
+# A running job writes heartbeat_at this often; older than STALE_AFTER it is taken back (HS19).
 VERIFICATION_HEARTBEAT_S = env.float("VERIFICATION_HEARTBEAT_S", default=30.0)
 VERIFICATION_STALE_AFTER_S = env.int("VERIFICATION_STALE_AFTER_S", default=600)
 # The reaper (reap_stuck_submissions) runs this often, on the beat below.
@@ -451,7 +451,7 @@ VERIFICATION_MIN_FREE_DISK_MB = env.int("VERIFICATION_MIN_FREE_DISK_MB", default
 # auto = gVisor's runsc when the engine lists it and it passes a compatibility probe.
 VERIFICATION_SANDBOX_RUNTIME = env.str("VERIFICATION_SANDBOX_RUNTIME", default="auto")
 VERIFICATION_EXPECTED_BASE_IMAGE_ID = env.str("VERIFICATION_EXPECTED_BASE_IMAGE_ID", default="")
-# Periodic jobs, declared in one place (R20). Every 60 s: https://crontab.guru/#*_*_*_*_*
+# Periodic jobs, declared in one place (HS20). Every 60 s: https://crontab.guru/#*_*_*_*_*
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-submissions": {
         "task": "evaluation.reap_stuck_submissions",

@@ -1,6 +1,6 @@
 """Task package manifest schema and Docker-free structural checks.
 
-A package is a Harbor task directory ``tasks/<category>/<task_id>/`` (house style R3):
+A package is a Harbor task directory ``tasks/<category>/<task_id>/`` (house style HS3):
 ``task.toml`` (Harbor schema; HealthAgentBench facts in ``[metadata]``), ``instruction.md``,
 ``README.md``, ``environment/Dockerfile`` + build context, ``tests/test.sh`` + the hidden
 answer, ``solution/solve.sh``. ``manage.py validate_task`` adds the Docker checks (oracle

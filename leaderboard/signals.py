@@ -4,7 +4,7 @@ Publishing: `submissions.signals.published_set_changed` is sent inside the trans
 publishes or withdraws a submission; the receiver rebuilds that agent's rows of the benchmark
 version in the same transaction (submissions never imports the leaderboard).
 
-Cache invalidation for catalogue edits (R6 allows signals for exactly this).
+Cache invalidation for catalogue edits (house style HS6 allows signals for exactly this).
 
 Pages show catalogue rows (task and category names, agent, harness and model names) besides the
 aggregates; an edit to one (``sync_tasks``, the admin) bumps the aggregate version of what it

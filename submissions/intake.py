@@ -57,7 +57,7 @@ from submissions.verification.lease import worker_identity
 
 logger = logging.getLogger(__name__)
 
-# Published by name (submissions/tasks.py defines it; its body imports this module, R14).
+# Published by name (submissions/tasks.py defines it; its body imports this module, HS14).
 INTAKE_TASK = "submissions.intake_upload"
 INTAKE_REAPER_LOCK = "submissions:reap-stuck-intake"
 

@@ -502,7 +502,7 @@ class Trial(BaseModel):
 # --------------------------------------------------------------------------------------------
 # Verification of submissions: one job per verification run, one row per check of a trial.
 #
-# The database is the truth (house style R16): a job is claimed with a conditional UPDATE, results
+# The database is the truth (house style HS16): a job is claimed with a conditional UPDATE, results
 # are written with update_or_create keyed by the unique constraints below, so a redelivered or
 # duplicated message never writes a second row, and a job's final states are never left.
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Celery jobs of the submissions app: thin wrappers around services (R14; ids only; idempotent).
+"""Celery jobs of the submissions app: thin wrappers around services (HS14; ids only; idempotent).
 
 The verification tasks keep their `evaluation.*` names: those names are the routing keys of the
 evaluation queue and the beat schedule in config/settings.py. Import them elsewhere as `*_task`.
@@ -17,13 +17,13 @@ from evaluation.runner import InfrastructureError
              ignore_result=True)
 def sweep_staging_task() -> int:
     """Remove staging folders and partial uploads older than 6 hours (U12). Idempotent."""
-    # Imported in the body, as house style R14 prescribes for services.
+    # Imported in the body, as house style HS14 prescribes for services.
     from submissions.intake import staging_cleanup
 
     return staging_cleanup()
 
 
-# Transient infrastructure only (R18): Docker/engine errors, broker or database connections.
+# Transient infrastructure only (HS18): Docker/engine errors, broker or database connections.
 TRANSIENT = (InfrastructureError, ConnectionError, OperationalError, InterfaceError)
 
 
@@ -42,7 +42,7 @@ TRANSIENT = (InfrastructureError, ConnectionError, OperationalError, InterfaceEr
     time_limit=settings.VERIFICATION_TIME_LIMIT_S,
 )
 def verify_submission_task(self, job_id: int) -> str:
-    # Imported in the body, as house style R14 prescribes for services.
+    # Imported in the body, as house style HS14 prescribes for services.
     from submissions.verification import verification_run
 
     return verification_run(job_id=job_id)
@@ -55,7 +55,7 @@ def verify_submission_task(self, job_id: int) -> str:
     time_limit=300,
 )
 def reap_stuck_submissions_task() -> dict:
-    # Imported in the body, as house style R14 prescribes for services.
+    # Imported in the body, as house style HS14 prescribes for services.
     from submissions.verification import reap_stuck_submissions
 
     return reap_stuck_submissions()
@@ -74,7 +74,7 @@ def reap_stuck_submissions_task() -> dict:
 )
 def intake_upload_task(submission_id: int) -> str:
     """Extract, validate, scan and store one received upload (submissions.intake)."""
-    # Imported in the body, as house style R14 prescribes for services.
+    # Imported in the body, as house style HS14 prescribes for services.
     from submissions.intake import submission_intake
 
     return submission_intake(submission_id=submission_id)
@@ -84,7 +84,7 @@ def intake_upload_task(submission_id: int) -> str:
              time_limit=300, ignore_result=True)
 def reap_stuck_intake_task() -> dict:
     """Publish again the intake of uploads whose message or worker was lost. Idempotent."""
-    # Imported in the body, as house style R14 prescribes for services.
+    # Imported in the body, as house style HS14 prescribes for services.
     from submissions.intake import intake_reap
 
     return intake_reap()

@@ -1,4 +1,4 @@
-"""The evaluation runner: every Docker SDK call of the project lives in this package (R21-R24).
+"""The evaluation runner: every Docker SDK call of the project lives in this package (HS21-HS24).
 
 Design
 ------

@@ -1,4 +1,4 @@
-"""Fixtures for tests/evaluation, and the rule for tests marked `@pytest.mark.docker` (R24).
+"""Fixtures for tests/evaluation, and the rule for tests marked `@pytest.mark.docker` (HS24).
 
 Docker tests run against the real engine and the real base image. Where no engine answers (or the
 base image is missing) they FAIL with a message saying how to fix it, unless the person running

@@ -124,7 +124,7 @@ def test_a_private_source_version_is_verified_and_its_answers_stay_on_the_worker
     response = Client(HTTP_AUTHORIZATION=f"Token {token}").post(
         "/api/v1/submissions/", {"archive": archive, "metadata": meta})
     assert response.status_code == 202, response.content[:3000]
-    from submissions.intake import submission_intake  # the intake worker's service (R32)
+    from submissions.intake import submission_intake  # the intake worker's service (HS32)
 
     assert submission_intake(submission_id=response.json()["id"]) == "queued"
     sub = Submission.objects.get(owner=owner)

@@ -100,8 +100,11 @@ class Worker:
     """`celery -A config worker` as a subprocess (prefork pool) on the test queue."""
 
     def __init__(self, *, media_root: Path, concurrency: int = 1, env: dict | None = None,
-                 queue: str = QUEUE):
+                 queue: str = QUEUE, judge: bool = True):
         self.queue = queue
+        # The X-ray judge stub listens on Docker's bridge, so a worker with one needs the engine;
+        # an intake worker grades nothing and runs without Docker (judge=False).
+        self.judge = judge
         self.media_root = Path(media_root)
         self.concurrency = concurrency
         self.extra_env = env or {}
@@ -123,11 +126,11 @@ class Worker:
             "VERIFICATION_STALE_AFTER_S": "600",
             "VERIFICATION_PARALLEL_TRIALS": "2",
             "VERIFICATION_RETRY_BACKOFF_S": "1",
-            # The X-ray judge: the test session's stub (the gateway forwards to it).
-            "XRAY_JUDGE_URL": judge_stub().url,
-            "XRAY_JUDGE_MODEL": JUDGE_MODEL,
             "PYTHONUNBUFFERED": "1",
         }
+        if self.judge:
+            # The X-ray judge: the test session's stub (the gateway forwards to it).
+            env.update(XRAY_JUDGE_URL=judge_stub().url, XRAY_JUDGE_MODEL=JUDGE_MODEL)
         env.update(self.extra_env)
         return env
 

@@ -1,5 +1,5 @@
 """Following an upload through intake in-process: the request answers 202 (`received`), then the
-intake worker's service runs as the worker runs it (called directly, house style R32: no eager
+intake worker's service runs as the worker runs it (called directly, house style HS32: no eager
 Celery), and the test reads the verdict where a submitter does, on the status API.
 
 The real worker on the `intake` queue is exercised in tests/submissions/test_intake_worker.py."""

@@ -32,7 +32,7 @@ def intake_worker(django_db_setup, django_db_blocker, tmp_path_factory):
         vs.shared_database_url()  # skips on SQLite's in-memory database
     root = tmp_path_factory.mktemp("intake-worker")
     vs.redis_client().delete(INTAKE_QUEUE)
-    worker = vs.Worker(media_root=root / "media", queue=INTAKE_QUEUE, env={
+    worker = vs.Worker(media_root=root / "media", queue=INTAKE_QUEUE, judge=False, env={
         "INTAKE_QUEUE": INTAKE_QUEUE, "VERIFICATION_QUEUE": vs.INPROC_QUEUE,
         "SUBMISSION_STAGING_DIR": str(root / "worker-staging")}).start()
     worker.root = root

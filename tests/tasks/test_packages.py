@@ -177,7 +177,7 @@ def test_new_task_refuses_to_overwrite_or_take_bad_names(tmp_path):
 
 
 def test_tasks_dir_holds_only_packages():
-    # R2: tasks/ is data, never imported as Python.
+    # House style HS2: tasks/ is data, never imported as Python.
     assert not (TASKS_DIR / "__init__.py").exists()
     for category_dir in TASKS_DIR.iterdir():
         assert category_dir.name in CATEGORIES or category_dir.name == "benchmarks", category_dir
