@@ -34,7 +34,7 @@ class TaskEnvironmentError(InfrastructureError):
     """The engine answered but refused to start this task's container: the task's environment
     itself cannot start (e.g. its image lacks what a container needs). Still retryable where
     any infrastructure error is; the infrastructure re-attempt of a claimed infrastructure
-    error (submissions/verification/checks.py) counts it as the environment failing."""
+    error (submissions/verification/checks/infra.py) counts it as the environment failing."""
 
 
 class ImageBuildError(Exception):

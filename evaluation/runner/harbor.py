@@ -1,6 +1,6 @@
 """The real Harbor CLI, driven as a subprocess: the only code of the project that starts Harbor.
 
-The re-run check (submissions/verification/checks.py, through evaluation/agents.py) asks for
+The re-run check (submissions/verification/checks/rerun.py, through evaluation/agents.py) asks for
 `harbor run` of one of the site's task packages with a submission's harness, model and agent
 kwargs. This module builds that command line, runs the pinned CLI (`scripts/harbor-venv`,
 settings.HARBOR_VENV) in a private environment and reads what Harbor wrote.

@@ -5,7 +5,7 @@ Modules: `jobs` (enqueue, publish, run, reaper), `lease` (claim, heartbeat, rele
 verdict from every check's contribution, status-page progress), `rescore`
 (the switch that ends a re-score job of a published submission, R11).
 
-Pipeline (house style sections 5-6):
+Pipeline (house style HS14-HS24):
 
 * `verification_enqueue(submission=...)` creates the submission's one live VerificationJob (a
   partial unique constraint) and publishes its id on commit. A broker that is down loses

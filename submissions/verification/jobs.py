@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 REAPER_LOCK = "evaluation:reap-stuck-submissions"
 # Published by name (submissions/tasks.py defines it), so the task module, whose bodies import
-# this one (R14), is not imported back.
+# this one (house style HS14), is not imported back.
 VERIFY_TASK = "evaluation.verify_submission"
 
 
