@@ -458,7 +458,7 @@ def test_r15_prefetched_message_of_a_killed_worker_is_published_again(oracle, me
         report = reap_stuck_submissions()
         assert report["published"] == [job.pk]
         sub = _final(sub, w)
-        assert sub.status == "checked"
+        assert sub.status == "consistent"
         # The held copy, redelivered when the visibility timeout ends: a no-op.
         assert verification_publish(job_id=job.pk)
         vs.wait_for(lambda: f"verification job {job.pk}: final" in w.tail(20000), 120,

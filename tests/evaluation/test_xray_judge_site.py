@@ -171,7 +171,7 @@ def test_without_a_judge_xray_trials_await_it_until_judge_pending(settings, stub
     assert sub.status == "consistent" and sub.coverage["awaiting_judge"] == 1
     assert job.summary["judge"]["awaiting_trials"] == [waiting.pk]
     # The headline does not count the unjudged trial as a matching re-grade.
-    assert job.summary["headline"].startswith("checked: 1/2 re-grades match"), job.summary
+    assert job.summary["headline"].startswith("consistent: 1/2 re-grades match"), job.summary
     assert "1 awaiting the X-ray judge (not scored)" in job.summary["headline"]
     assert "1 trial awaiting the X-ray judge (not scored by the site)" in coverage_badge(
         sub.coverage)

@@ -163,7 +163,7 @@ def _in_another_thread(fn):
 
 def test_the_open_status_page_follows_each_step_to_the_verdict(site, tmp_path):
     """Opened while queued and never reloaded by hand, the status page shows the job start, its
-    checks counting up, then the verdict (once, not "checked: checked: ...") and the history
+    checks counting up, then the verdict (once, not "consistent: consistent: ...") and the history
     line, as the worker writes them (they once stayed as they were when the page opened)."""
     from submissions.models import JobStatus, Submission, SubmissionStatus, TrialCheck
     from submissions.states import submission_transition
@@ -217,14 +217,14 @@ def test_the_open_status_page_follows_each_step_to_the_verdict(site, tmp_path):
         def verdict():
             sub = Submission.objects.get(pk=pk)
             sub.verification_jobs.update(status=JobStatus.DONE, verdict="consistent", summary={
-                "headline": "checked: 21/21 re-grades match"})
+                "headline": "consistent: 21/21 re-grades match"})
             submission_transition(submission=sub, to_status=SubmissionStatus.CONSISTENT,
-                                  note="checked: 21/21 re-grades match")
+                                  note="consistent: 21/21 re-grades match")
 
         _in_another_thread(verdict)
         expect(page.locator('[data-field="job-status"]')).to_have_text("done", timeout=15000)
         text = page.locator('[data-testid="verification"]').inner_text()
-        assert "verdict: checked: 21/21 re-grades match" in text, text
-        assert "checked: checked" not in text
-        assert "verifying → checked" in page.locator('[data-testid="events"]').inner_text()
+        assert "verdict: consistent: 21/21 re-grades match" in text, text
+        assert "consistent: consistent" not in text
+        assert "verifying → consistent" in page.locator('[data-testid="events"]').inner_text()
         assert problems == []
