@@ -304,14 +304,11 @@ def _hidden_find(text: str, hidden: list[str], min_chars: int) -> tuple[int, int
     return None
 
 
-def screen(evidence: list[Evidence], *, rules: RuleSet, hidden_texts: list[str] | None = None,
-           harness: str = "") -> list[Hit]:
-    """The hits of every rule on this evidence (at most a few per rule), in rule order.
-
-    Every rule applies to every trial: ``harness`` selects nothing. It is still accepted
-    because the verification's ``screen_trial`` (submissions/verification/checks/base.py)
-    passes the submission's harness; drop it there, then here."""
-    del harness  # no exemption depends on a name the submitter chose
+def screen(evidence: list[Evidence], *, rules: RuleSet,
+           hidden_texts: list[str] | None = None) -> list[Hit]:
+    """The hits of every rule on this evidence (at most a few per rule), in rule order. Every
+    rule applies to every trial: the screen is not told the submission's harness at all, so no
+    exemption can depend on a name the submitter chose."""
     hits: list[Hit] = []
     for rule in rules.rules:
         found: list[Hit] = []

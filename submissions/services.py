@@ -343,7 +343,6 @@ def submission_rescreen(*, submission: Submission, actor=None) -> dict:
     if submission.status not in RESCREENABLE or job is None:
         raise SubmissionError(f"submission {submission.pk} ({submission.status}) has no finished "
                               "verification to screen again")
-    harness = submission.agent.harness.slug
     report = {"screened": 0, "flagged": 0, "changed": 0}
     for trial in submission.trials.select_related("benchmark_task", "submission"):
         if site_outcome(claimed=trial.claimed_outcome, verified_reward=trial.verified_reward,
@@ -352,7 +351,7 @@ def submission_rescreen(*, submission: Submission, actor=None) -> dict:
         replay = TrialCheck.objects.filter(trial=trial, kind=CheckKind.REPLAY).order_by(
             "-created_at").first()
         activity = (replay.detail or {}).get("activity") if replay is not None else None
-        rules, hits, evidence, _traj = screen_trial(trial, harness=harness, activity=activity)
+        rules, hits, evidence, _traj = screen_trial(trial, activity=activity)
         tripped = sorted({h.rule for h in hits}, key=lambda r: (len(r), r))
         before = trial.screen_open
         with transaction.atomic():

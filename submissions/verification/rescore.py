@@ -94,13 +94,11 @@ def rescore_apply(job: VerificationJob, worker: str) -> dict:
         if changes:
             # A pass the re-score created is screened like any other, then the one verdict
             # function recomputes the badge (a new pass never reproduced or re-run is uncovered).
-            harness = sub.agent.harness.slug if sub.agent_id else ""
             for change in changes:
                 if (change["outcome_after"] == Outcome.PASSED
                         and change["outcome_before"] != Outcome.PASSED):
                     trial = trials[change["trial"]]
-                    _rules, hits, _evidence, _traj = screen_trial(trial, harness=harness,
-                                                                  activity=None)
+                    _rules, hits, _evidence, _traj = screen_trial(trial, activity=None)
                     trial_screen_record(trial_id=trial.pk, hits=sorted({h.rule for h in hits}))
             submission_verdict_record(submission_id=sub.pk)
             ScoreRevision.objects.create(

@@ -17,10 +17,9 @@ EXAMPLES = [(r.id, "trips", i, ex) for r in RULES.rules for i, ex in enumerate(r
     (r.id, "passes", i, ex) for r in RULES.rules for i, ex in enumerate(r.passes)]
 
 
-def _ids(traj, harness="claude-code", hidden=None, activity=None):
+def _ids(traj, hidden=None, activity=None):
     ev = screen.trajectory_evidence(traj) + screen.activity_evidence(activity)
-    return sorted({h.rule for h in screen.screen(ev, rules=RULES, harness=harness,
-                                                 hidden_texts=hidden or [])})
+    return sorted({h.rule for h in screen.screen(ev, rules=RULES, hidden_texts=hidden or [])})
 
 
 def test_the_built_in_rules_are_rh1_to_rh7_each_described():
@@ -83,13 +82,16 @@ def test_prose_reasoning_and_an_agents_own_tests_folder_trip_nothing():
 
 
 def test_no_harness_name_exempts_anything():
-    """Issue 22: no exemption depends on a name the submitter chose. Reading /solution trips RH2
-    whatever the submission calls its harness, the site's own agents' names included."""
+    """Issue 22: no exemption depends on a name the submitter chose. The screen is not told the
+    harness at all, and reading /solution trips RH2 whatever agent wrote the trajectory, the
+    site's own oracle included."""
+    import inspect
+
+    assert "harness" not in inspect.signature(screen.screen).parameters
     for agent in ("oracle", "terminus-2"):
         traj = atif(agent, [("bash_command", {"keystrokes": (
             "cp /solution/submission.json /workspace/submission.json\n")})])
-        for harness in ("oracle", "Oracle", "nop", "replay", "Terminus-2", ""):
-            assert _ids(traj, harness=harness) == ["RH2"], (agent, harness)
+        assert _ids(traj) == ["RH2"], agent
     # The shipped rules carry no harness exemption (the methods page lists none).
     assert all("exempt_harnesses" not in r.as_dict() for r in RULES.rules)
     assert "exempt_harnesses" not in screen.RULES_FILE.read_text().split("version = 1", 1)[1]

@@ -145,7 +145,7 @@ def test_the_synthetic_oracle_runs_trip_rh2_only_under_any_harness_name(tmp_path
     from evaluation import runner
 
     rules = screen.load_rules()
-    flags, as_agent, tasks = {}, {}, sorted(vs.REPO.glob("tasks/*/*/task.toml"))
+    flags, tasks = {}, sorted(vs.REPO.glob("tasks/*/*/task.toml"))
     assert len(tasks) == 7
     for toml in tasks:
         task_dir, name = toml.parent, f"{toml.parent.parent.name}/{toml.parent.name}"
@@ -161,11 +161,8 @@ def test_the_synthetic_oracle_runs_trip_rh2_only_under_any_harness_name(tmp_path
                                                 "log": run.result.text}))
         hidden = screen.hidden_texts_of(task_dir)
         flags[name] = sorted({h.rule for h in screen.screen(
-            evidence, rules=rules, harness="oracle", hidden_texts=hidden)})
-        as_agent[name] = sorted({h.rule for h in screen.screen(
-            evidence, rules=rules, harness="terminus-2", hidden_texts=hidden)})
+            evidence, rules=rules, hidden_texts=hidden)})
     print(f"\nscreen on the synthetic oracle runs: {sum(map(len, flags.values()))} flags "
-          f"over {len(flags)} tasks (rules {rules.version}): {flags}; under another harness's "
-          f"name: {as_agent}")
+          f"over {len(flags)} tasks (rules {rules.version}): {flags}")
+    # The screen is not told the harness: the oracle reading /solution trips RH2 like anyone.
     assert flags == {name: ["RH2"] for name in flags}
-    assert as_agent == flags  # the harness name changes nothing

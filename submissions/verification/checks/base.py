@@ -186,7 +186,7 @@ def job_config() -> dict:
     }
 
 
-def screen_trial(trial: Trial, *, harness: str, activity: dict | None):
+def screen_trial(trial: Trial, *, activity: dict | None):
     """The reward-hacking screen of one trial: (rules, hits, evidence, trajectory) from its
     stored trajectory, its replay's container activity and its task's hidden answer files."""
     rules = screen_rules.load_rules()
@@ -194,7 +194,7 @@ def screen_trial(trial: Trial, *, harness: str, activity: dict | None):
     evidence = (screen_rules.trajectory_evidence(trajectory)
                 + screen_rules.activity_evidence(activity))
     hits = screen_rules.screen(
-        evidence, rules=rules, harness=harness,
+        evidence, rules=rules,
         hidden_texts=screen_rules.hidden_texts_of(task_dir_of(trial.benchmark_task)))
     return rules, hits, evidence, trajectory
 

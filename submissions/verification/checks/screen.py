@@ -46,8 +46,7 @@ class Screen(Check):
         replay = TrialCheck.objects.filter(job=ctx.job, trial=trial,
                                            kind=CheckKind.REPLAY).first()
         activity = (replay.detail or {}).get("activity") if replay is not None else None
-        rules, hits, evidence, trajectory = screen_trial(
-            trial, harness=ctx.sub.agent.harness.slug, activity=activity)
+        rules, hits, evidence, trajectory = screen_trial(trial, activity=activity)
         tripped = sorted({h.rule for h in hits}, key=lambda r: (len(r), r))
         reason = "; ".join(
             f"{h.rule} {rules.get(h.rule).title.lower()}: {h.source}"
