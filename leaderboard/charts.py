@@ -121,10 +121,16 @@ def comparison_dots(rows: Sequence, x_label) -> dict:
                                      "xaxis": {"type": "category", "automargin": True}}}
 
 
+# x axis key -> (the leaderboard CSV/API field, axis title, hover label, hover number format).
+# Cost, time and tokens are the submissions' own figures (Harbor's result.json), never measured
+# by the site: every title and hover label says "reported".
 X_AXES = {
-    "cost": ("cost_per_attempt_usd", "Mean cost per attempt (USD)"),
-    "time": ("mean_duration_min", "Mean time per attempt (minutes)"),
-    "tokens": ("mean_output_tokens", "Mean output tokens per attempt"),
+    "cost": ("reported_cost_per_attempt_usd", "Reported mean cost per attempt (USD)",
+             "reported cost/attempt $", ":.2f"),
+    "time": ("reported_mean_duration_s", "Reported mean time per attempt (minutes)",
+             "reported time/attempt (min) ", ":.1f"),
+    "tokens": ("reported_mean_output_tokens", "Reported mean output tokens per attempt",
+               "reported output tokens/attempt ", ":,.0f"),
 }
 
 
@@ -155,7 +161,7 @@ def cost_title(axis: str) -> str:
 def cost_scatter(entries: Sequence, axis: str) -> dict:
     """One trace per harness (coloured, in the legend); only frontier agents carry a label, the
     others are named on hover and in the table, so labels do not pile up."""
-    _, label = X_AXES[axis]
+    _, label, hover_label, fmt = X_AXES[axis]
     pts = [(axis_value(e, axis), e.success_rate, e.agent.display_name, e.agent.harness.display_name)
            for e in entries]
     pts = [p for p in pts if p[0] is not None]
@@ -173,7 +179,8 @@ def cost_scatter(entries: Sequence, axis: str) -> dict:
             "cliponaxis": False, "textfont": {"size": 11},
             "marker": {"size": 11, "color": HARNESS_COLOURS[i % len(HARNESS_COLOURS)],
                        "symbol": ["circle", "square", "diamond", "triangle-up", "cross"][i % 5]},
-            "hovertemplate": "%{hovertext}<br>%{x:.2f} · %{y:.1%}<extra>" + h + "</extra>",
+            "hovertemplate": ("%{hovertext}<br>" + hover_label + "%{x" + fmt + "}"
+                              "<br>success %{y:.1%}<extra>" + h + "</extra>"),
         })
     data.append({
         "type": "scatter", "mode": "lines", "name": "Pareto frontier",

@@ -116,7 +116,8 @@ def _rows_window(request: HttpRequest, rows: list, param: str, noun: str) -> tup
 
 # Leaderboard columns a visitor can hide (``?hide=cost&hide=time``): key -> header.
 TOGGLE_COLUMNS = {"tie": "Tie group", "harness": "Harness", "model": "Model",
-                  "cost": "Cost / attempt", "time": "Mean time", "tokens": "Mean output tokens",
+                  "cost": "Reported cost / attempt", "time": "Reported mean time",
+                  "tokens": "Reported mean output tokens",
                   "coverage": "Coverage", "status": "Status", "date": "Date"}
 
 
