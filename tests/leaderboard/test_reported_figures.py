@@ -17,6 +17,7 @@ from leaderboard.api import TrialListApi
 from leaderboard.models import LeaderboardEntry
 from leaderboard.services import leaderboard_recompute
 from submissions.models import Submission, Trial
+from tests.factories import AgentFactory, published_submission
 
 Q = "?benchmark=small%401.0"
 pytestmark = pytest.mark.django_db
@@ -188,3 +189,56 @@ def test_cost_chart_axis_title_switch_and_hover_say_reported(board, client, axis
     assert ("Reported mean cost per attempt (USD)" in switch
             and "Reported mean time per attempt (minutes)" in switch
             and "Reported mean output tokens per attempt" in switch)
+
+
+# --- a cost of 0 or none is "no reported cost", never a free agent on the Pareto frontier ---
+
+@pytest.fixture
+def costs(small_benchmark):
+    """Free: the best success at a reported cost of $0; Unknown: second best, no cost at all;
+    Cheap ($0.50) and Dear ($2.00): the real frontier."""
+    bv, tasks = small_benchmark
+    for name, slug, outcomes, cost in (
+            ("Free", "free", ["PPP", "PPP", "PPP", "PPP", "PPF"], Decimal("0")),
+            ("Unknown", "unknown", ["PPP", "PPP", "PPP", "PPF", "FFF"], None),
+            ("Cheap", "cheap", ["PFF", "FFF", "FFF", "FFF", "FFF"], Decimal("0.5000")),
+            ("Dear", "dear", ["PPP", "PPF", "FFF", "FFF", "FFF"], Decimal("2.0000"))):
+        published_submission(AgentFactory(display_name=name, slug=slug), tasks, outcomes,
+                             cost=cost, duration_s=0.0 if slug == "free" else 600.0)
+    leaderboard_recompute(benchmark_version=bv)
+    return bv
+
+
+def _figure(html: str) -> dict:
+    return json.loads(html.split('<script id="cost-chart" type="application/json">')[1]
+                      .split("</script>")[0])
+
+
+def _on_frontier(html: str) -> dict[str, str]:
+    table = html.split('data-testid="cost-table"')[1].split("</table>")[0]
+    return dict(re.findall(r'<th scope="row"><a [^>]*>([^<]+)</a></th>.*?'
+                           r'<td data-testid="on-frontier">([^<]*)</td>', table, re.S))
+
+
+def test_a_cost_of_zero_or_none_is_never_on_the_pareto_frontier(costs, client):
+    html = client.get("/cost/?benchmark=small%401.0&x=cost").content.decode()
+    assert _on_frontier(html) == {"Free": "no: no reported cost",
+                                  "Unknown": "no: no reported cost",
+                                  "Cheap": "yes", "Dear": "yes"}
+    fig = _figure(html)
+    frontier = next(t for t in fig["data"] if t["name"] == "Pareto frontier")
+    assert frontier["x"] == [0.5, 2.0]
+    # the $0 row is still plotted (at 0), named as having no reported cost and left unlabelled
+    points = {h: (x, text) for t in fig["data"] if t["name"] != "Pareto frontier"
+              for h, x, text in zip(t["hovertext"], t["x"], t["text"], strict=True)}
+    assert points["Free (no reported cost)"] == (0.0, "")
+    assert points["Cheap"] == (0.5, "Cheap") and points["Dear"] == (2.0, "Dear")
+    assert not any(h.startswith("Unknown") for h in points)  # no x to plot: listed only
+
+
+def test_a_time_of_zero_is_no_reported_time_on_the_time_axis(costs, client):
+    html = client.get("/cost/?benchmark=small%401.0&x=time").content.decode()
+    marks = _on_frontier(html)
+    assert marks["Free"] == "no: no reported time"
+    # on time every other row reported 600 s: the most successful of them is the frontier
+    assert marks["Unknown"] == "yes" and marks["Cheap"] == "no" and marks["Dear"] == "no"
