@@ -149,7 +149,7 @@ def test_every_page_header_says_reported(board, client):
     assert "<dt>Reported mean time / output tokens</dt><dd>10.0 min / 10.0k" in facts
     sub = Trial.objects.filter(submission__agent__slug="alpha").first().submission_id
     status = _headers(client.get(f"/submissions/{sub}/").content.decode(), "trials")
-    assert "Reported cost" in status and "Cost" not in status
+    assert "Reported cost · time · output tokens" in status and "Cost" not in status
     columns = client.get("/" + Q).content.decode().split('data-testid="column-toggles"')[1]
     assert 'data-col="cost" checked> Reported cost / attempt</label>' in columns
 
@@ -242,3 +242,10 @@ def test_a_time_of_zero_is_no_reported_time_on_the_time_axis(costs, client):
     assert marks["Free"] == "no: no reported time"
     # on time every other row reported 600 s: the most successful of them is the frontier
     assert marks["Unknown"] == "yes" and marks["Cheap"] == "no" and marks["Dear"] == "no"
+
+
+def test_methods_says_where_the_sites_own_figures_stand(client):
+    html = client.get("/methods/").content.decode()
+    text = html.split('data-testid="measured-beside-reported">')[1].split("</p>")[0]
+    assert "re-run agent's time" in text and 'href="/pricing/"' in text
+    assert "<code>rerun_figures</code>" in text and "flagged" in text
