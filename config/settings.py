@@ -390,6 +390,11 @@ VERIFICATION_REPLAY_MAX = env.int("VERIFICATION_REPLAY_MAX", default=200)
 # a re-attempt that hits an infrastructure failure too confirms one. The rest stay unconfirmed
 # (failures) and their check row says so: the cap bounds a job's work whatever is claimed.
 VERIFICATION_INFRA_REATTEMPT_MAX = env.int("VERIFICATION_INFRA_REATTEMPT_MAX", default=10)
+# Where the site re-ran a trial, its measured cost (the re-run's tokens at the dated price table)
+# is shown beside the submission's reported cost, and a reported cost below this fraction of the
+# re-run's is flagged on the status page and in the status API (submissions.measured).
+VERIFICATION_REPORTED_COST_MIN_RATIO = env.float("VERIFICATION_REPORTED_COST_MIN_RATIO",
+                                                 default=0.5)
 # Level of the re-run's one-sided exact test against inflated claims (the design below).
 VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
 # The site secret under which the re-run sample is chosen (an HMAC of the archive's digest,

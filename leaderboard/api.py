@@ -127,15 +127,23 @@ class LeaderboardListApi(ApiView):
         ci_high = serializers.FloatField()
         successes = serializers.IntegerField()
         attempts = serializers.IntegerField()
-        cost_per_attempt_usd = serializers.FloatField(allow_null=True)
-        mean_duration_s = serializers.FloatField(allow_null=True)
-        mean_output_tokens = serializers.FloatField(allow_null=True)
+        reported_cost_per_attempt_usd = serializers.FloatField(
+            allow_null=True, help_text="mean USD per scored attempt, as the submission "
+                                       "reported it (not measured by the site)")
+        reported_mean_duration_s = serializers.FloatField(
+            allow_null=True, help_text="mean seconds per scored attempt, as the submission "
+                                       "reported it (not measured by the site)")
+        reported_mean_output_tokens = serializers.FloatField(
+            allow_null=True, help_text="mean output tokens per scored attempt, as the "
+                                       "submission reported them (not measured by the site)")
         verified = serializers.BooleanField()
         tie_group = serializers.IntegerField()
         provider = serializers.CharField()
         infra_errors = serializers.IntegerField(help_text="= infra_errors_confirmed")
         coverage = serializers.FloatField()
-        cost_per_success_usd = serializers.FloatField(allow_null=True)
+        reported_cost_per_success_usd = serializers.FloatField(
+            allow_null=True, help_text="total reported cost / successes (the cost as the "
+                                       "submission reported it)")
         pass_at_3 = serializers.FloatField()
         pass_hat_3 = serializers.FloatField()
         reconstructed = serializers.BooleanField()
@@ -260,9 +268,18 @@ class TrialListApi(ApiView):
         attempt = serializers.IntegerField()
         outcome = serializers.CharField(help_text="the site's outcome (counted by every aggregate)")
         success = serializers.BooleanField(help_text="the site's: outcome == passed")
-        cost_usd = serializers.FloatField(allow_null=True)
-        duration_s = serializers.FloatField(allow_null=True)
-        output_tokens = serializers.IntegerField(allow_null=True)
+        reported_cost_usd = serializers.FloatField(
+            allow_null=True, help_text="USD as the submission reported it (computed from its "
+                                       "reported tokens with the dated price table when it "
+                                       "recorded none); not measured by the site")
+        reported_duration_s = serializers.FloatField(
+            allow_null=True, help_text="seconds, as the submission reported them")
+        reported_output_tokens = serializers.IntegerField(
+            allow_null=True, help_text="as the submission reported them")
+        reported_input_tokens = serializers.IntegerField(
+            allow_null=True, help_text="as the submission reported them (cached ones included)")
+        reported_cached_tokens = serializers.IntegerField(
+            allow_null=True, help_text="as the submission reported them")
         provenance = serializers.CharField()
         claimed_outcome = serializers.CharField(help_text="what the submitted run recorded")
         claimed_success = serializers.BooleanField()

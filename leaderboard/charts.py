@@ -121,10 +121,16 @@ def comparison_dots(rows: Sequence, x_label) -> dict:
                                      "xaxis": {"type": "category", "automargin": True}}}
 
 
+# x axis key -> (the leaderboard CSV/API field, axis title, hover label, hover number format).
+# Cost, time and tokens are the submissions' own figures (Harbor's result.json), never measured
+# by the site: every title and hover label says "reported".
 X_AXES = {
-    "cost": ("cost_per_attempt_usd", "Mean cost per attempt (USD)"),
-    "time": ("mean_duration_min", "Mean time per attempt (minutes)"),
-    "tokens": ("mean_output_tokens", "Mean output tokens per attempt"),
+    "cost": ("reported_cost_per_attempt_usd", "Reported mean cost per attempt (USD)",
+             "reported cost/attempt $", ":.2f"),
+    "time": ("reported_mean_duration_s", "Reported mean time per attempt (minutes)",
+             "reported time/attempt (min) ", ":.1f"),
+    "tokens": ("reported_mean_output_tokens", "Reported mean output tokens per attempt",
+               "reported output tokens/attempt ", ":,.0f"),
 }
 
 
@@ -134,6 +140,23 @@ def axis_value(entry, axis: str) -> float | None:
     if axis == "time":
         return entry.mean_duration_s / 60 if entry.mean_duration_s is not None else None
     return entry.mean_output_tokens
+
+
+# What a row without the axis' figure is marked (a 0 or missing value: nothing reported).
+NO_FIGURE = {"cost": "no reported cost", "time": "no reported time",
+             "tokens": "no reported tokens"}
+
+
+def has_figure(value: float | None) -> bool:
+    """A reported cost (time, tokens) of 0 or none means nothing was reported, not that the
+    agent was free: such a row is plotted (at 0) and listed, never on the Pareto frontier."""
+    return value is not None and value > 0
+
+
+def frontier_names(entries: Sequence, axis: str) -> set[str]:
+    """Display names of the agents on the Pareto frontier of `axis` (rows with the figure)."""
+    points = [(axis_value(e, axis), e.success_rate, e.agent.display_name) for e in entries]
+    return {p[2] for p in pareto_frontier([p for p in points if has_figure(p[0])])}
 
 
 def pareto_frontier(points: Sequence[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
@@ -154,12 +177,14 @@ def cost_title(axis: str) -> str:
 
 def cost_scatter(entries: Sequence, axis: str) -> dict:
     """One trace per harness (coloured, in the legend); only frontier agents carry a label, the
-    others are named on hover and in the table, so labels do not pile up."""
-    _, label = X_AXES[axis]
+    others are named on hover and in the table, so labels do not pile up. A row whose figure is
+    0 is plotted at 0 and marked on hover (NO_FIGURE), never on the frontier; a missing one has
+    no x to plot (the table lists it)."""
+    _, label, hover_label, fmt = X_AXES[axis]
     pts = [(axis_value(e, axis), e.success_rate, e.agent.display_name, e.agent.harness.display_name)
            for e in entries]
     pts = [p for p in pts if p[0] is not None]
-    front = pareto_frontier([p[:3] for p in pts])
+    front = pareto_frontier([p[:3] for p in pts if has_figure(p[0])])
     on_front = {p[2] for p in front}
     harnesses = list(dict.fromkeys(p[3] for p in pts))
     data = []
@@ -169,11 +194,13 @@ def cost_scatter(entries: Sequence, axis: str) -> dict:
             "type": "scatter", "mode": "markers+text", "name": h,
             "x": [p[0] for p in mine], "y": [p[1] for p in mine],
             "text": [p[2] if p[2] in on_front else "" for p in mine],
-            "hovertext": [p[2] for p in mine], "textposition": "middle right",
+            "hovertext": [p[2] if has_figure(p[0]) else f"{p[2]} ({NO_FIGURE[axis]})"
+                          for p in mine], "textposition": "middle right",
             "cliponaxis": False, "textfont": {"size": 11},
             "marker": {"size": 11, "color": HARNESS_COLOURS[i % len(HARNESS_COLOURS)],
                        "symbol": ["circle", "square", "diamond", "triangle-up", "cross"][i % 5]},
-            "hovertemplate": "%{hovertext}<br>%{x:.2f} · %{y:.1%}<extra>" + h + "</extra>",
+            "hovertemplate": ("%{hovertext}<br>" + hover_label + "%{x" + fmt + "}"
+                              "<br>success %{y:.1%}<extra>" + h + "</extra>"),
         })
     data.append({
         "type": "scatter", "mode": "lines", "name": "Pareto frontier",

@@ -90,7 +90,7 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
     select = ", ".join([
         _text("a.display_name"), _text("bt.name"), _text("c.slug"), "t.attempt",
         _text("t.outcome"), _bool("t.success"), _float("t.cost_usd"), _float("t.duration_s"),
-        "t.output_tokens", _provenance("s.is_reconstructed", "s.is_verified"),
+        "t.output_tokens", "t.input_tokens", "t.cached_tokens", _provenance("s.is_reconstructed", "s.is_verified"),
         _text("t.claimed_outcome"), _bool("t.claimed_success"), _float("t.reward"),
         _float("t.verified_reward"),
         "CASE WHEN s.is_reconstructed THEN 'reconstructed' ELSE t.verification_level END",

@@ -342,7 +342,8 @@ def trial_rows(
         .values_list(
             "submission__agent__display_name", "benchmark_task__name",
             "benchmark_task__category__slug", "attempt", "outcome", "success", "cost_usd",
-            "duration_s", "output_tokens", "submission__is_reconstructed",
+            "duration_s", "output_tokens", "input_tokens", "cached_tokens",
+            "submission__is_reconstructed",
             "submission__is_verified", "claimed_outcome", "claimed_success", "reward",
             "verified_reward", "flags", "submission_id", "verification_level",
             "judge_model", "judge_prompt_version", "pk", "submission__agent_id",

@@ -53,10 +53,12 @@ def _checked(cov: dict) -> tuple:
 
 
 # The first 13 columns are the published, fixed CSV interface; extras follow (stable ids last).
+# reported_*: the submission's own figures (its Harbor result.json), never measured by the site.
 LEADERBOARD_COLUMNS = (
     "rank", "agent", "harness", "model", "success_rate", "ci_low", "ci_high", "successes",
-    "attempts", "cost_per_attempt_usd", "mean_duration_s", "mean_output_tokens", "verified",
-    "tie_group", "provider", "infra_errors", "coverage", "cost_per_success_usd",
+    "attempts", "reported_cost_per_attempt_usd", "reported_mean_duration_s",
+    "reported_mean_output_tokens", "verified", "tie_group", "provider", "infra_errors",
+    "coverage", "reported_cost_per_success_usd",
     "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
     "claimed_successes", "flagged_trials", "infra_errors_claimed",
     "infra_errors_confirmed", "verification_level", "regraded_trials", "reproduced_trials",
@@ -133,8 +135,11 @@ def flags_text(flags: list | None) -> str:
 
 
 # outcome and success are the site's (what every aggregate counts); the claim follows.
-TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success", "cost_usd",
-                 "duration_s", "output_tokens", "provenance", "claimed_outcome",
+# reported_*: the submission's own figures (its Harbor result.json), never measured by the site.
+TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success",
+                 "reported_cost_usd", "reported_duration_s", "reported_output_tokens",
+                 "reported_input_tokens", "reported_cached_tokens", "provenance",
+                 "claimed_outcome",
                  "claimed_success", "claimed_reward", "verified_reward", "verification_level",
                  "flags", "submission", "judge_model", "judge_prompt_version", "trial_id",
                  "agent_id", "grader_version", "infra_confirmed", "infra_confirmed_by",
@@ -144,12 +149,12 @@ TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success", "
 def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     rows = (
         (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
-         provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
+         in_tokens, cached_tokens, provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
          verified_reward, "reconstructed" if reconstructed else level, flags_text(flags),
          submission, judge_model, judge_prompt_version, trial_id, agent_id, grader_version,
          infra_confirmed, infra_by, infra_reason)
-        for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens,
-        reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
+        for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens, in_tokens,
+        cached_tokens, reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
         flags, submission, level, judge_model, judge_prompt_version, trial_id, agent_id,
         grader_version, infra_confirmed, infra_by, infra_reason
         in selectors.trial_rows(benchmark_version=bv, filters=filters)

@@ -116,7 +116,8 @@ def _rows_window(request: HttpRequest, rows: list, param: str, noun: str) -> tup
 
 # Leaderboard columns a visitor can hide (``?hide=cost&hide=time``): key -> header.
 TOGGLE_COLUMNS = {"tie": "Tie group", "harness": "Harness", "model": "Model",
-                  "cost": "Cost / attempt", "time": "Mean time", "tokens": "Mean output tokens",
+                  "cost": "Reported cost / attempt", "time": "Reported mean time",
+                  "tokens": "Reported mean output tokens",
                   "coverage": "Coverage", "status": "Status", "date": "Date"}
 
 
@@ -229,10 +230,11 @@ def show_cost(request: HttpRequest) -> HttpResponse:
                                                 window=window)
     # The chart and its Pareto frontier cover every agent; the table one window of them.
     entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
-    frontier = {p[2] for p in charts.pareto_frontier(
-        [(charts.axis_value(e, axis), e.success_rate, e.agent.display_name) for e in entries
-         if charts.axis_value(e, axis) is not None])}
-    ctx.update({"entries": shown, "axis": axis, "axes": charts.X_AXES,
+    # A row without the figure (0 or missing: nothing reported) is listed, never on it.
+    frontier = charts.frontier_names(entries, axis)
+    rows = [(e, charts.has_figure(charts.axis_value(e, axis))) for e in shown]
+    ctx.update({"entries": shown, "rows": rows, "axis": axis, "axes": charts.X_AXES,
+                "no_figure": charts.NO_FIGURE[axis],
                 "pager": _pager(request, window, len(shown), total),
                 "frontier": frontier, "chart": charts.cost_scatter(entries, axis),
                 "chart_title": charts.cost_title(axis),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -61,6 +62,7 @@ def submission_status_payload(submission, *, include_private: bool) -> dict:
         "rerun_sample": public_sample(submission),
         "score_history": score_history_payload(submission),
         "infra_errors": infra_errors_payload(submission),
+        "rerun_figures": rerun_figures_payload(submission),
     }
     if include_private:
         payload.update({
@@ -85,6 +87,25 @@ def score_history_payload(submission) -> list[dict]:
              "after": {"successes": r.successes_after, "attempts": r.attempts_after,
                        "graders": r.graders_after},
              "changed_trials": r.changes} for r in revisions]
+
+
+def rerun_figures_payload(submission) -> dict:
+    """Where the site re-ran a trial: its measured time, tokens and cost (the re-run's tokens at
+    the dated price table) beside the submission's reported figures, and whether the reported
+    cost is far below the re-run's (under min_ratio of it)."""
+    trials = list(submission.trials.select_related("benchmark_task").order_by(
+        "benchmark_task__position", "benchmark_task__name", "attempt"))
+    figures = selectors.rerun_figures(submission=submission, trials=trials)
+    rows = [{
+        "trial_id": t.pk, "task": t.benchmark_task.name, "attempt": t.attempt,
+        "reported_cost_usd": float(t.cost_usd) if t.cost_usd is not None else None,
+        "reported_duration_s": t.duration_s, "reported_output_tokens": t.output_tokens,
+        "reported_input_tokens": t.input_tokens, "reported_cached_tokens": t.cached_tokens,
+        **figures[t.pk].payload()} for t in trials if t.pk in figures]
+    return {"min_ratio": settings.VERIFICATION_REPORTED_COST_MIN_RATIO,
+            "reported_cost_far_below_rerun": sum(r["reported_cost_far_below_rerun"]
+                                                 for r in rows),
+            "trials": rows}
 
 
 def infra_errors_payload(submission) -> dict:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from django.db.models import Prefetch, Q, QuerySet
 
 from evaluation import screen as screen_rules
+from submissions.measured import RerunFigures, figures_of
 from submissions.models import (
     CheckKind,
+    CheckStatus,
     Outcome,
     ScoreRevision,
     Submission,
@@ -93,6 +95,24 @@ def trial_get_for_user(*, user, submission_pk: int, trial_pk: int) -> Trial | No
 def trial_list(*, submission: Submission) -> list[Trial]:
     return list(submission.trials.select_related("benchmark_task").order_by(
         "benchmark_task__position", "benchmark_task__name", "attempt"))
+
+
+def rerun_figures(*, submission: Submission,
+                  trials: list[Trial] | None = None) -> dict[int, RerunFigures]:
+    """Trial id -> the site's latest re-run of that trial's task and attempt (a re-run check
+    that ran: match or mismatch), its measured time, tokens and cost beside the trial's reported
+    cost. Public wherever the trial is. Two queries (one with ``trials`` given)."""
+    latest: dict[tuple[int, int], TrialCheck] = {}
+    for check in TrialCheck.objects.filter(
+            job__submission=submission, kind=CheckKind.RERUN,
+            status__in=(CheckStatus.MATCH, CheckStatus.MISMATCH)).order_by("created_at", "pk"):
+        latest[(check.benchmark_task_id, check.sample_index)] = check
+    if not latest:
+        return {}
+    if trials is None:
+        trials = list(submission.trials.only("pk", "benchmark_task_id", "attempt", "cost_usd"))
+    return {t.pk: figures_of(latest[(t.benchmark_task_id, t.attempt)], t.cost_usd)
+            for t in trials if (t.benchmark_task_id, t.attempt) in latest}
 
 
 def trial_neighbours(*, trial: Trial) -> tuple[Trial | None, Trial | None]:

@@ -151,6 +151,16 @@ def show_pricing(request: HttpRequest) -> HttpResponse:
     return render(request, "submissions/pricing.html", {"table": price_table()})
 
 
+def _with_rerun_figures(submission, trials: list) -> dict:
+    """Each trial row gets ``rerun``: the site's re-run of its task and attempt (measured
+    figures), or None; returns how many re-ran and how many report a cost far below it."""
+    figures = selectors.rerun_figures(submission=submission, trials=trials)
+    for t in trials:
+        t.rerun = figures.get(t.pk)
+    return {"count": len(figures),
+            "far_below": sum(f.cost_far_below for f in figures.values())}
+
+
 @require_GET
 def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
     user = request.user if request.user.is_authenticated else None
@@ -163,6 +173,8 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "status_json": submission_status_payload(submission, include_private=private),
         "trials": (trials := selectors.trial_list(submission=submission)),
         "cost_computed": any(t.cost_computed for t in trials),
+        "rerun_figures": _with_rerun_figures(submission, trials),
+        "cost_min_ratio": settings.VERIFICATION_REPORTED_COST_MIN_RATIO,
         "reason_form": ReasonForm(), "statuses": SubmissionStatus,
         "verification": verification_progress(submission=submission),
         "screen": selectors.screen_findings(submission=submission),

@@ -82,6 +82,12 @@ class HarborTrial:
     model_name: str
     seconds: float | None  # the trial, start to end (environment, agent, teardown)
     agent_seconds: float | None  # the agent's run alone
+    # The re-run's token usage as Harbor's agent recorded it in result.json (agent_result);
+    # None where the harness records none. Harbor's input tokens include the cached ones.
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None  # the harness' own figure, when it computes one
 
     @property
     def artifacts_dir(self) -> Path:
@@ -204,6 +210,8 @@ def _read_trials(job_dir: Path) -> list[HarborTrial]:
         info = r.get("agent_info") or {}
         model = (info.get("model_info") or {}) if isinstance(info, dict) else {}
         agent_exec = r.get("agent_execution") or {}
+        usage = r.get("agent_result") or {}
+        usage = usage if isinstance(usage, dict) else {}
         trials.append(HarborTrial(
             name=d.name, trial_dir=d,
             exception_type=exc.get("exception_type") or None,
@@ -211,8 +219,25 @@ def _read_trials(job_dir: Path) -> list[HarborTrial]:
             agent_name=str(info.get("name") or ""), agent_version=str(info.get("version") or ""),
             model_name=str(model.get("name") or ""),
             seconds=_span(r.get("started_at"), r.get("finished_at")),
-            agent_seconds=_span(agent_exec.get("started_at"), agent_exec.get("finished_at"))))
+            agent_seconds=_span(agent_exec.get("started_at"), agent_exec.get("finished_at")),
+            input_tokens=_count(usage.get("n_input_tokens")),
+            cached_tokens=_count(usage.get("n_cache_tokens")),
+            output_tokens=_count(usage.get("n_output_tokens")),
+            cost_usd=_amount(usage.get("cost_usd"))))
     return trials
+
+
+def _count(value) -> int | None:
+    """A token count from result.json: a non-negative integer, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return int(value)
+
+
+def _amount(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
 
 
 def _span(start: str | None, end: str | None) -> float | None:

@@ -250,6 +250,12 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
         assert c.detail["kind"] == "harbor" and c.detail["agent"] == "terminus-2"
         assert c.detail["model"] == "openai/stub-solves" and c.detail["agent_version"] == "2.0.0"
         assert c.detail["dropped_kwargs"] == ["api_base"]
+        # the site's own time of the re-run (Harbor's agent execution), shown beside the
+        # reported one; the stub model has no price, so no measured cost
+        measured = c.detail["measured"]
+        assert measured["duration_s"] == (c.detail["agent_s"] if c.detail["agent_s"] is not None
+                                          else c.detail["trial_s"])
+        assert measured["cost_usd"] is None and measured["model"] == "openai/stub-solves"
     assert stub_models.count("stub-solves") >= 3 * ATTEMPTS
     assert stub_models.authorizations() == {f"Bearer {SITE_KEY}"}
 

@@ -164,9 +164,10 @@ def _check_interactions(browser, base: str, sub, trials) -> None:
     page.goto(base + "/cost/")
     page.wait_for_selector("div.chart .main-svg")
     assert page.locator(".legendtext", has_text="Pareto frontier").count() == 1
-    page.click("text=Mean time per attempt (minutes)")
+    page.click("text=Reported mean time per attempt (minutes)")
     page.wait_for_selector("div.chart .main-svg")
-    assert "x=time" in page.url and page.locator(".xtitle", has_text="minutes").count() == 1
+    assert "x=time" in page.url and page.locator(
+        ".xtitle", has_text="Reported mean time per attempt (minutes)").count() == 1
 
     page.goto(base + "/")
     page.get_by_role("link", name="Codex (GPT 5.5)").first.click()
@@ -200,18 +201,18 @@ def _check_column_toggles(browser, base: str) -> None:
     cost = page.locator("#leaderboard-table thead th.col-cost")
     assert cost.is_visible()
     page.get_by_text("Columns", exact=True).click()
-    page.get_by_label("Cost / attempt").uncheck()
+    page.get_by_label("Reported cost / attempt", exact=True).uncheck()
     assert not cost.is_visible() and "hide=cost" in page.url
     page.goto(page.url)
     assert not page.locator("#leaderboard-table thead th.col-cost").is_visible()
     assert page.locator("#leaderboard-table thead th.col-time").is_visible()
-    assert not page.get_by_label("Cost / attempt").is_checked()
+    assert not page.get_by_label("Reported cost / attempt", exact=True).is_checked()
     page.close()
     context = browser.new_context(java_script_enabled=False)
     nojs = context.new_page()
     nojs.goto(base + "/?sort=cost")
     nojs.get_by_text("Columns", exact=True).click()
-    nojs.get_by_label("Mean time").uncheck()
+    nojs.get_by_label("Reported mean time", exact=True).uncheck()
     with nojs.expect_navigation():
         nojs.locator("[data-columns-apply]").click()
     nojs.wait_for_url(lambda url: "hide=time" in url)

@@ -35,6 +35,8 @@ def mixed(small_benchmark):
                                                      flags=["regrade-mismatch", "=x"])
         # a claimed infrastructure error confirmed, with a hostile reason
         Trial.objects.filter(pk=trials[8].pk).update(infra_confirm_reason="=cmd|' /C calc'!A0")
+        # reported input and cached tokens (the factory leaves them empty)
+        Trial.objects.filter(pk=trials[2].pk).update(input_tokens=123_456, cached_tokens=7_890)
         Trial.objects.filter(pk=trials[1].pk).update(verified_reward=0.25, reward=None,
                                                      claimed_outcome=Outcome.PASSED,
                                                      claimed_success=True)
@@ -52,12 +54,16 @@ def test_copy_and_python_paths_write_identical_bytes(table, query, client, mixed
                                      verified_only="verified" in query)
     python = "".join(_lines(tables.TABLES[table](bv, filters))).encode()
     assert served == python
+    if table == "trials":  # cost, time and tokens named as the submission's figures
+        assert served.split(b"\r\n")[0].split(b",")[6:11] == [
+            b"reported_cost_usd", b"reported_duration_s", b"reported_output_tokens",
+            b"reported_input_tokens", b"reported_cached_tokens"]
     if not query:  # what the comparison covered
         for text in (b"'=HYPERLINK", b"'+cmd", b'"\'-1 ""quoted""\nsecond line"', b"'\tTabbed",
                      b"regrade-mismatch;=x",
                      b"\r\n"):
             assert text in served, text
         if table == "trials":  # grader version, confirmed infrastructure error, hostile reason
-            for text in (b",img@2,", b",true,site,'=cmd|' /C calc'!A0"):
+            for text in (b",img@2,", b",true,site,'=cmd|' /C calc'!A0", b",123456,7890,"):
                 assert text in served, text
     assert response["Content-Disposition"] == f'attachment; filename="{table}.csv"'

@@ -12,13 +12,14 @@ from tests.factories import AgentFactory, AIModelFactory, HarnessFactory, publis
 Q = "?benchmark=healthagentbench@1.0"
 FIXED = {
     "leaderboard": ["rank", "agent", "harness", "model", "success_rate", "ci_low", "ci_high",
-                    "successes", "attempts", "cost_per_attempt_usd", "mean_duration_s",
-                    "mean_output_tokens", "verified"],
+                    "successes", "attempts", "reported_cost_per_attempt_usd",
+                    "reported_mean_duration_s", "reported_mean_output_tokens", "verified"],
     "categories": ["agent", "category", "group", "successes", "attempts", "success_rate",
                    "ci_low", "ci_high"],
     "groups": ["agent", "harness", "group", "macro_success_rate", "pooled_success_rate"],
-    "trials": ["agent", "task", "category", "attempt", "outcome", "success", "cost_usd",
-               "duration_s", "output_tokens"],
+    "trials": ["agent", "task", "category", "attempt", "outcome", "success",
+               "reported_cost_usd", "reported_duration_s", "reported_output_tokens",
+               "reported_input_tokens", "reported_cached_tokens"],
 }
 
 
@@ -51,8 +52,8 @@ def test_leaderboard_csv_values(client, demo_bv):
     assert (top["successes"], top["attempts"]) == ("68", "162")
     assert float(top["success_rate"]) == pytest.approx(68 / 162, abs=1e-6)
     assert float(top["ci_low"]) < float(top["success_rate"]) < float(top["ci_high"])
-    assert float(top["cost_per_attempt_usd"]) == pytest.approx(2.8)
-    assert float(top["mean_duration_s"]) == pytest.approx(900, abs=30)
+    assert float(top["reported_cost_per_attempt_usd"]) == pytest.approx(2.8)
+    assert float(top["reported_mean_duration_s"]) == pytest.approx(900, abs=30)
     assert top["verified"] == "false"
     assert [int(r["rank"]) for r in rows] == list(range(1, 11))
     for r in rows:
@@ -122,9 +123,9 @@ def test_api_leaderboard_pages_sorts_and_searches_like_the_page(client, demo_bv)
         url = page["next"] and page["next"].removeprefix("http://testserver")
     assert pages == everything  # next links walk every row once, filters kept
     cheap = client.get(f"/api/v1/leaderboard/{Q}&sort=cost&order=asc&limit=3").json()["results"]
-    costs = sorted(r["cost_per_attempt_usd"] for r in everything
-                   if r["cost_per_attempt_usd"] is not None)
-    assert [r["cost_per_attempt_usd"] for r in cheap] == costs[:3]
+    costs = sorted(r["reported_cost_per_attempt_usd"] for r in everything
+                   if r["reported_cost_per_attempt_usd"] is not None)
+    assert [r["reported_cost_per_attempt_usd"] for r in cheap] == costs[:3]
     codex = client.get(f"/api/v1/leaderboard/{Q}&q=codex").json()
     assert codex["count"] == sum(r["harness"].startswith("codex") for r in everything) > 0
     assert {r["agent_id"] for r in everything} == {

@@ -229,4 +229,4 @@ def test_the_status_pages_cost_footnote_appears_only_beside_a_computed_cost(clie
     page = client.get(f"/submissions/{sub.pk}/").content.decode()
     assert 'data-testid="cost-computed-note"' in page
     rows = page.split('data-testid="trials"', 1)[1].split("</table>", 1)[0]
-    assert rows.count("*</td>") == 1
+    assert rows.count("$1.00* · ") == 1  # the reported cost cell, before the time

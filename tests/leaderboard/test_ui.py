@@ -128,7 +128,7 @@ def test_the_sorted_column_has_aria_sort_and_an_arrow(board, client):
     body = client.get("/" + Q + "&sort=cost&order=desc").content.decode()
     th = re.findall(r'<th scope="col"(?: class="[\w-]+")? aria-sort="(\w+)">.*?</th>', body)
     assert th == ["descending"]
-    assert "Cost / attempt <span class=\"arrow\" aria-hidden=\"true\">▼" in body
+    assert "Reported cost / attempt <span class=\"arrow\" aria-hidden=\"true\">▼" in body
     assert "<th></th>" not in body
 
 

@@ -12,6 +12,7 @@ from scipy.stats import binom, fisher_exact
 
 from evaluation import agents, judging, runner
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
+from submissions.measured import rerun_measured
 from submissions.models import (
     CheckKind,
     CheckStatus,
@@ -242,6 +243,7 @@ class Rerun(Check):
             out = Path(tmp) / "out"
             run = agents.run_site_agent(agent, task_dir, job_id=ctx.job_id(f"k{task.pk}-{k}-rr"),
                                         attempt=ctx.job.attempt, out_dir=out)
+            run_s = time.time() - t0  # the site's measured time (no token count here)
             try:
                 v = ctx.grade_outputs(None, task_dir, out, f"k{task.pk}-{k}-rr")
             except judging.JudgeNotConfigured as exc:
@@ -254,7 +256,9 @@ class Rerun(Check):
             CheckStatus.MATCH if reward >= 1.0 else CheckStatus.MISMATCH,
             verified_reward=reward, claimed_reward=claimed, reproduced=reward >= 1.0,
             reason=run.result.reason, detail={"agent": agent.name, "kind": agent.kind,
-                                              "log_tail": run.result.text[-2000:]},
+                                              "log_tail": run.result.text[-2000:],
+                                              "measured": rerun_measured(
+                                                  model=agent.model, agent_seconds=run_s)},
             grader_version=grader_version(task_dir, v), grader_digest=grader_digest(task_dir),
             duration_s=time.time() - t0, judge=v.judge))
 
@@ -304,7 +308,13 @@ class Rerun(Check):
                         "harbor_trial": trial.name, "trial_s": trial.seconds,
                         "agent_s": trial.agent_seconds,
                         "harbor_job_s": hb.seconds, "harbor_trials": len(hb.trials),
-                        "grade_s": grade_s, "log_tail": hb.log_tail[-2000:], **egress},
+                        "grade_s": grade_s, "log_tail": hb.log_tail[-2000:], **egress,
+                        # the site's own time, tokens and cost (price table) of this re-run
+                        "measured": rerun_measured(
+                            model=agent.model, agent_seconds=trial.agent_seconds,
+                            trial_seconds=trial.seconds, input_tokens=trial.input_tokens,
+                            cached_tokens=trial.cached_tokens,
+                            output_tokens=trial.output_tokens)},
                     grader_version=grader_version(task_dir, v),
                     grader_digest=grader_digest(task_dir), duration_s=per_trial_s + grade_s, judge=v.judge))
         if len(graded) < len(ks):  # the rest are retried with the job (done ones are kept)
