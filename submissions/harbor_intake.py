@@ -122,7 +122,7 @@ def check_upload(*, tree: Path, metadata_text: str, uploader_is_staff: bool = Fa
     bv = _benchmark(meta.benchmark, out) if meta is not None else None
     if meta is None or bv is None:
         # No benchmark version to check against: still report everything wrong with the job
-        # directories in the same response (README: every problem at once).
+        # directories in the same response (docs/submitting.md: every problem at once).
         out.problems.extend(Problem(p.code, p.path, p.message) for p in validate_jobs(tree))
         return out
     report = validate_submission(tree, meta, _spec(bv),

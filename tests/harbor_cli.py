@@ -3,7 +3,8 @@ Compose v2 as a docker CLI plugin, run as subprocesses in their own process grou
 
 Used by tests/tasks/test_harbor_compat.py (oracle and nop on one package),
 tests/tasks/test_harbor_registry.py (a dataset resolved from the site's /registry.json) and
-tests/submissions/test_journey_browser.py (the README's "Submitting an agent" loop)."""
+tests/submissions/test_journey_browser.py (the "Submitting an agent" loop of the README and
+docs/submitting.md)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def test_the_matrix_has_its_53_rows():
 
 
 # Rows not built yet, each with the reason. A row listed here must have no test (the list only
-# shrinks), and README's reliability section says the same.
+# shrinks), and docs/reliability.md says the same.
 NOT_BUILT: dict[str, str] = {}
 
 

@@ -1,6 +1,7 @@
 """The chaos soak command: a real worker, a throwaway PostgreSQL cluster and Redis broker,
 Docker. The short run is part of `make test`; the long one (3 seeds, 10 submissions and 15 kills
-each; issue 30) is marked `soak` and run by .ci/run (HAB_SOAK=1). Figures are in README."""
+each; issue 30) is marked `soak` and run by .ci/run (HAB_SOAK=1). Figures are in
+docs/reliability.md."""
 
 import os
 import re

@@ -130,7 +130,7 @@ def served(transactional_db, tmp_path, owner):
                SUBMISSION_STAGING_DIR=str(tmp_path / "staging"),
                SUBMISSION_DAILY_QUOTA=str(UPLOADS + 5), LOG_LEVEL="WARNING")
     # The site's gunicorn settings (threaded workers); HAB_LOAD_WORKER_CLASS=sync measures
-    # gunicorn's default for comparison (README: R14's figures).
+    # gunicorn's default for comparison (docs/reliability.md: R14's figures).
     with Gunicorn(app="config.wsgi", env=env, cwd=REPO, workers=3,
                   worker_class=os.environ.get("HAB_LOAD_WORKER_CLASS") or None) as server:
         yield server.port, tasks

@@ -189,7 +189,7 @@ def test_u1_oversized_body_is_refused_before_it_is_read(live_server, owner, tran
     nothing, and did not consume the quota.
 
     Where the matrix differs for this site: it ships no nginx. The proxy in front of gunicorn
-    is the deployer's (README, deployment); Django's own middleware is the refusal tested here,
+    is the deployer's (docs/deploy.md); Django's own middleware is the refusal tested here,
     so the limit holds whatever proxy is used."""
     _token, raw = token_issue(user=owner)
     url = urlsplit(live_server.url)

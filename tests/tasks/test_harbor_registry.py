@@ -10,7 +10,7 @@ healthagentbench-synthetic@1.0, and
 
 clones the repository at the pinned commit (Harbor's sparse git checkout), runs the first task
 of the version with the oracle and gets reward 1.0. `--registry-path` is the file form of the
-`--registry-url <site>/registry.json` the README shows (the same JsonRegistryClient reads both).
+`--registry-url <site>/registry.json` docs/api.md shows (the same JsonRegistryClient reads both).
 """
 
 import json
