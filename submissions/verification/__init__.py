@@ -62,7 +62,6 @@ from submissions.verification.jobs import (
 from submissions.verification.lease import LeaseLost, run_prefix, worker_identity
 from submissions.verification.sample import public_sample, rerun_commit, rerun_reveal
 from submissions.verification.verdict import (
-    fisher_exact_two_sided,
     rerun_statistics,
     submission_verdict_record,
     verification_progress,
@@ -71,7 +70,7 @@ from submissions.verification.verdict import (
 
 __all__ = [
     "FLAG_NOT_REPLAYABLE", "FLAG_REGRADE", "FLAG_REPLAY", "MAX_TRAJECTORY_BYTES", "REAPER_LOCK",
-    "VERIFICATION_FLAGS", "VERIFY_TASK", "LeaseLost", "fisher_exact_two_sided", "grader_digest",
+    "VERIFICATION_FLAGS", "VERIFY_TASK", "LeaseLost", "grader_digest",
     "grader_version",
     "job_config", "load_trajectory", "materialize_outputs", "outputs_digest",
     "public_sample", "reap_stuck_submissions", "rerun_commit", "rerun_reveal", "rerun_statistics",

@@ -23,14 +23,9 @@ from submissions.models import (
     is_flagged,
 )
 from submissions.verification.checks import summarize
-from submissions.verification.checks.rerun import (
-    POWER_TARGET,
-    fisher_exact_two_sided,
-    rerun_power,
-    rerun_statistics,
-)
+from submissions.verification.checks.rerun import rerun_statistics
 
-__all__ = ["POWER_TARGET", "fisher_exact_two_sided", "rerun_power", "rerun_statistics",
+__all__ = ["rerun_statistics",
            "submission_verdict_record", "verification_progress", "verification_summary"]
 
 

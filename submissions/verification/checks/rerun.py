@@ -8,7 +8,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from scipy.stats import binom, fisher_exact
 
 from evaluation import agents, judging, runner
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
@@ -34,58 +33,6 @@ from submissions.verification.checks.base import (
     job_config,
     task_dir_of,
 )
-
-
-def fisher_exact_two_sided(a: int, b: int, c: int, d: int) -> float:
-    """p of the 2x2 table [[a, b], [c, d]] (re-run pass/fail vs claimed pass/fail)."""
-    if (a + b) == 0 or (c + d) == 0:
-        return 1.0
-    return float(fisher_exact([[a, b], [c, d]], alternative="two-sided").pvalue)
-
-
-POWER_TARGET = 0.8
-
-
-def rerun_power(n_rerun: int, c_pass: int, c_fail: int, alpha: float,
-                target: float = POWER_TARGET) -> dict:
-    """What gap the re-run's Fisher test can detect with n_rerun runs against this claim.
-
-    Conditional on the claimed table, a true re-run success rate q gives the test's power
-    sum(Binomial(n_rerun, q).pmf(x) for the x it rejects at alpha). The detectable rate is the
-    highest q at or below the claimed rate with power >= target (a drop the test finds 8 times
-    in 10); None when even q = 0 (every re-run fails) is found less often than that.
-    """
-    claimed_rate = c_pass / max(1, c_pass + c_fail)
-    rejects = [x for x in range(n_rerun + 1)
-               if fisher_exact_two_sided(x, n_rerun - x, c_pass, c_fail) < alpha]
-
-    def power(q: float) -> float:
-        return float(sum(binom.pmf(x, n_rerun, q) for x in rejects))
-
-    detectable = None
-    steps = int(round(claimed_rate * 200))
-    for i in range(steps, -1, -1):  # from the claimed rate down, in half-point steps
-        q = i / 200
-        if power(q) >= target:
-            detectable = q
-            break
-    at_zero = power(0.0)
-    runs = f"{n_rerun} re-run trial{'s' if n_rerun != 1 else ''}"
-    claim = f"the claimed {claimed_rate:.0%} ({c_pass}/{c_pass + c_fail})"
-    if detectable is None:
-        statement = (f"With {runs} against {claim}, the Fisher test (alpha {alpha:g}) cannot "
-                     f"detect any gap at {target:.0%} power: even if every re-run failed it would "
-                     f"flag the difference only {at_zero:.0%} of the time.")
-    else:
-        gap = claimed_rate - detectable
-        statement = (f"With {runs} against {claim}, the Fisher test (alpha {alpha:g}) detects, "
-                     f"at {target:.0%} power, a true re-run success rate of {detectable:.1%} or "
-                     f"lower (a gap of {gap * 100:.1f} points or more); smaller gaps would "
-                     f"usually go unnoticed.")
-    return {"target": target, "alpha": alpha, "claimed_rate": claimed_rate,
-            "detectable_rate": detectable,
-            "detectable_gap": None if detectable is None else claimed_rate - detectable,
-            "power_if_all_fail": at_zero, "statement": statement}
 
 
 def paired_inflation_p(b: int, c: int) -> float:

@@ -1,44 +1,14 @@
-"""The re-run's power statement and who decides what a Harbor re-run may use (no Docker).
+"""Who decides what a Harbor re-run may use (no Docker); the re-run's test and its power are
+tests/submissions/test_rerun_design.py's.
 
-* rerun_power: the highest true re-run success rate the two-sided Fisher test (alpha 0.05) flags
-  80% of the time, checked against a direct binomial computation; a sample too small to detect
-  anything says so.
 * resolve_site_agent: a Harbor harness is runnable only at an accepted version and for a model
   with a site endpoint whose key is in the secret settings; endpoint kwargs of the submission
   are dropped from what Harbor gets.
 """
 
 import pytest
-from scipy.stats import binom
 
 from evaluation import agents, runner
-from submissions.verification.verdict import fisher_exact_two_sided, rerun_power
-
-
-def _power(n, q, c_pass, c_fail, alpha=0.05):
-    return sum(binom.pmf(x, n, q) for x in range(n + 1)
-               if fisher_exact_two_sided(x, n - x, c_pass, c_fail) < alpha)
-
-
-@pytest.mark.parametrize(("n", "c_pass", "c_fail"), [(4, 4, 0), (5, 5, 0), (3, 21, 0),
-                                                     (10, 30, 10), (30, 60, 40)])
-def test_detectable_rate_is_the_highest_rate_with_80_percent_power(n, c_pass, c_fail):
-    p = rerun_power(n, c_pass, c_fail, 0.05)
-    q = p["detectable_rate"]
-    assert q is not None
-    assert _power(n, q, c_pass, c_fail) >= 0.8
-    assert _power(n, q + 0.005, c_pass, c_fail) < 0.8  # half a point higher: below 80%
-    assert p["detectable_gap"] == pytest.approx(c_pass / (c_pass + c_fail) - q)
-    assert f"{n} re-run trials" in p["statement"] and "80% power" in p["statement"]
-
-
-def test_known_figures_and_a_sample_that_detects_nothing():
-    assert rerun_power(5, 5, 0, 0.05)["detectable_rate"] == pytest.approx(0.165)
-    assert rerun_power(3, 21, 0, 0.05)["detectable_rate"] == pytest.approx(0.285)
-    assert "16.5% or lower (a gap of 83.5 points" in rerun_power(5, 5, 0, 0.05)["statement"]
-    tiny = rerun_power(1, 1, 0, 0.05)
-    assert tiny["detectable_rate"] is None and tiny["power_if_all_fail"] == 0.0
-    assert "cannot detect any gap" in tiny["statement"]
 
 
 @pytest.fixture
