@@ -55,6 +55,14 @@ INSTALLED_APPS = [
     "submissions",
     "evaluation",
 ]
+# Developer tooling (devtools/: the bench_* commands, chaos_soak, simulate_stats and the Harbor
+# job builder the tests share; house style HS44). Installed for development and CI only: by
+# default exactly when DEBUG is on (make run's .env, pytest's DEBUG=1, so make test and .ci/run),
+# never in production (check --deploy runs without it). HAB_DEVTOOLS=1 adds it with DEBUG off (a
+# benchmark against production-like settings); HAB_DEVTOOLS=0 leaves it out under DEBUG.
+HAB_DEVTOOLS = env.bool("HAB_DEVTOOLS", default=DEBUG)
+if HAB_DEVTOOLS:
+    INSTALLED_APPS.append("devtools")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -20,7 +20,7 @@ Methods (also written up on the site's Methods page):
   the leader); the first agent that differs leads the next group. A run of equal success rates
   is tested as one and always shares a group. Before: every test at alpha / (K(K-1)/2) for all
   K agents ranked (``tie_groups_all_pairs``).
-* Both choices are checked by simulation (leaderboard/simulation.py, manage.py simulate_stats).
+* Both choices are checked by simulation (devtools/simulation.py, manage.py simulate_stats).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_safe
 
-from leaderboard import charts, csv_copy, selectors, simulation, tables
+from leaderboard import charts, csv_copy, selectors, simulation_results, tables
 from leaderboard.caching import cached_response, cached_site_response
 from leaderboard.csv_export import csv_bytes_response, csv_response, csv_stream_response
 from leaderboard.filters import entry_filters
@@ -316,8 +316,8 @@ def show_changelog(request: HttpRequest) -> HttpResponse:
 def show_methods(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/methods.html",
                   {**selectors.screen_rules_described(), **selectors.verification_described(),
-                   "sim": simulation.committed_table(),
-                   "rerun_sim": simulation.committed_rerun_table()})
+                   "sim": simulation_results.committed_table(),
+                   "rerun_sim": simulation_results.committed_rerun_table()})
 
 
 @require_GET

@@ -31,7 +31,7 @@ expectation p(1 - p), so McNemar's null is exactly the honest case too; it is av
 ``stratum="trial"``. It is less powerful: the re-run of (t, a) is a fresh draw, so its own claim
 says no more about the task than the task's other claims, which McNemar throws away (the variance
 of the comparison per re-run is p(1-p)(1 + 1) against p(1-p)(1 + r_t/A_t) with the task's claims).
-``leaderboard.simulation`` (``simulate_stats``) shows both. The comparison stays paired: re-runs
+``devtools.simulation`` (``simulate_stats``) shows both. The comparison stays paired: re-runs
 are compared with the claims of their own task, never with other tasks, and a re-run covers
 (is evidence for) only the trial (task, attempt) it reproduces.
 
@@ -71,7 +71,7 @@ SPENDING = ("pocock", "obrien-fleming", "linear")
 STRATA = ("task", "trial")
 POWER_TARGET = 0.8
 # The spread (logit sd) of task difficulty the power statement assumes, as the methods page's
-# table does (leaderboard.simulation.RERUN_SHAPE).
+# table does (devtools.simulation.RERUN_SHAPE).
 TASK_SD = 1.5
 _TOL = 1e-12
 _CODES = {0: INCONCLUSIVE, 1: CONSISTENT, 2: INFLATED}

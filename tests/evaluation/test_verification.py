@@ -324,7 +324,7 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     from submissions import client
     from submissions.models import Submission
     from submissions.services import token_issue
-    from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+    from devtools.harbor_fixtures import build_job_dir, build_metadata
 
     settings.VERIFICATION_CHECKS = ["regrade"]
     settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from leaderboard.bench.web import parse_wrk
+from devtools.bench.web import parse_wrk
 
 REPORT = """Running 30s test @ http://127.0.0.1:8123/leaderboard.csv
   2 threads and 64 connections

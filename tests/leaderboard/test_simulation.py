@@ -9,7 +9,8 @@ import pytest
 from django.core.management import call_command
 from scipy.stats import t as t_dist
 
-from leaderboard import simulation, stats
+from devtools import simulation
+from leaderboard import simulation_results, stats
 from leaderboard.formatting import format_pct
 
 BAND = (0.93, 0.97)
@@ -77,7 +78,7 @@ def test_pass_at_k_is_unbiased_when_every_attempt_is_scored(small_run):
 
 
 def test_the_committed_table_has_10000_boards_and_the_site_estimators_within_the_band():
-    rows = _rows(simulation.CSV_PATH)
+    rows = _rows(simulation_results.CSV_PATH)
     assert {int(r["boards"]) for r in rows} == {10_000}
     for rate in simulation.TRUE_RATES:
         now, _ = _value(rows, "coverage", simulation.INTERVAL_SITE, f"true rate {rate:.0%}")
@@ -127,7 +128,7 @@ def test_the_true_rate_is_solved_exactly():
 
 def test_methods_page_shows_the_committed_table(client, db):
     body = client.get("/methods/").content.decode()
-    table = simulation.committed_table()
+    table = simulation_results.committed_table()
     assert 'data-testid="simulation-coverage"' in body
     assert 'data-testid="simulation-ties"' in body and 'data-testid="simulation-bias"' in body
     low, high = stats_pct(table["coverage_min"]), stats_pct(table["coverage_max"])
@@ -170,7 +171,7 @@ def rerun_run(tmp_path_factory):
 def test_small_rerun_run_holds_the_false_alarm_rate_and_the_cost(rerun_run):
     from django.conf import settings
 
-    table = simulation.committed_rerun_table(rerun_run)
+    table = simulation_results.committed_rerun_table(rerun_run)
     assert table["reps"] == 150 and table["submissions"] == 150 * len(simulation.RERUN_RATES)
     for d in table["designs"]:
         # honest agents: flagged at most alpha, up to three Monte Carlo standard errors
@@ -192,7 +193,7 @@ def test_the_committed_rerun_table_is_the_current_site_design_and_meets_two_targ
 
     from submissions.verification.design import Design
 
-    table = simulation.committed_rerun_table()
+    table = simulation_results.committed_rerun_table()
     assert table["site_design"] == simulation.describe_design(Design.from_settings(settings))
     assert table["reps"] == 2000 and table["seed"] == 20261203  # the command's defaults
     site = table["site"]
@@ -207,7 +208,7 @@ def test_the_committed_rerun_table_is_the_current_site_design_and_meets_two_targ
 
 def test_methods_page_shows_the_committed_rerun_table(client, db):
     body = client.get("/methods/").content.decode()
-    table = simulation.committed_rerun_table()
+    table = simulation_results.committed_rerun_table()
     assert 'data-testid="rerun-design"' in body and 'id="rerun-design"' in body
     for d in table["designs"]:
         assert d["design"] in body

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.conftest import TEST_OUTPUT
 from tests.leaderboard.test_browser import chromium
-from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import build_job_dir, build_metadata
 
 pytestmark = pytest.mark.browser
 

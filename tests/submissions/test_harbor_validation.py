@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-for extra in (REPO, Path(__file__).resolve().parent):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-from harbor_fixtures import (  # noqa: E402
+from devtools.harbor_fixtures import (  # noqa: E402
     atif_trajectory,
     build_job_dir,
     build_metadata,

@@ -32,7 +32,7 @@ from submissions.services import (
     submission_transition,
     token_issue,
 )
-from tests.submissions.harbor_fixtures import build_job_dir, build_metadata, edit_json
+from devtools.harbor_fixtures import build_job_dir, build_metadata, edit_json
 from tests.submissions.intake_support import problem_codes, submission_id, targz, validated
 
 SLUG = "healthagentbench-synthetic@1.0"

@@ -18,7 +18,7 @@ from django.utils import timezone
 from submissions.models import DailyQuota, Submission, SubmissionStatus
 from submissions.services import token_issue
 from tests.evaluation import verification_support as vs
-from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import build_job_dir, build_metadata
 from tests.submissions.intake_support import targz
 
 INTAKE_QUEUE = f"intake-test-{vs.SESSION}"

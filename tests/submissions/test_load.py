@@ -22,9 +22,9 @@ import yaml
 from django.core.management import call_command
 from django.db import connection
 
-from leaderboard.bench.web import Gunicorn
+from devtools.bench.web import Gunicorn
 from submissions.services import token_issue
-from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import build_job_dir, build_metadata
 
 READERS = int(os.environ.get("HAB_LOAD_READERS", "200"))
 UPLOADS = int(os.environ.get("HAB_LOAD_UPLOADS", "10"))

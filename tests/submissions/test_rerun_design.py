@@ -94,7 +94,7 @@ def test_spending_is_cumulative_and_ends_at_alpha():
 
 def _agents(rate, reps, sd, rng, tasks=54, attempts=3):
     """Honest agents of true rate ``rate`` on fresh benchmarks with logit-normal difficulty."""
-    from leaderboard.simulation import Shape
+    from devtools.simulation import Shape
 
     theta = Shape((("all", tasks, 0.0),), task_sd=sd, interaction_sd=0.0,
                   attempts=attempts).theta_for(rate)

@@ -17,7 +17,7 @@ from django.test import Client
 
 from submissions.models import DailyQuota, Submission, SubmissionStatus, Trial
 from submissions.services import InvalidTransition, submission_publish, token_issue
-from tests.submissions.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import build_job_dir, build_metadata
 from tests.submissions.intake_support import problem_codes, submission_id, targz, validated
 
 REPO = Path(__file__).resolve().parents[2]

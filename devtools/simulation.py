@@ -1,5 +1,8 @@
 """Monte Carlo check of the leaderboard's statistics (issue 14): ``manage.py simulate_stats``.
 
+A developer tool (devtools): it writes the tables under ``leaderboard/data/`` that the methods
+page reads through ``leaderboard.simulation_results`` (their vocabulary lives there).
+
 Draws benchmarks shaped like HealthAgentBench and scores simulated agents on them with the
 site's own estimators (``leaderboard.stats``: the task-clustered Wilson interval, the tie
 groups, pass@k and pass^k), then measures how those estimators behave against the truth the
@@ -21,7 +24,6 @@ Pure numpy/scipy, no database, seeded: the same seed gives the same table.
 from __future__ import annotations
 
 import csv
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,14 +33,31 @@ from scipy import optimize
 from scipy.special import expit
 
 from leaderboard import stats
+from leaderboard.simulation_results import (  # noqa: F401 - the committed tables' vocabulary
+    ATTEMPTS,
+    BOARD_SPLIT_SCENARIO,
+    CSV_COLUMNS,
+    CSV_PATH,
+    EQUAL_RATE,
+    GAP_BASE,
+    HONEST,
+    INTERVAL_BEFORE,
+    INTERVAL_SITE,
+    RERUN_CSV_PATH,
+    RERUN_RATES,
+    RERUN_SITE,
+    RERUN_TASKS,
+    TIE_BEFORE,
+    TIE_SITE,
+    inflated_scenario,
+    rerun_table,
+)
+from leaderboard.simulation_results import power_scenario as _power_scenario
 from submissions.verification.design import TASK_SD, Design, inflate
 from submissions.verification.design import simulate as simulate_design
 
-ATTEMPTS = 3
 TRUE_RATES = (0.05, 0.10, 0.20, 0.30, 0.40, 0.50, 0.60)
 GAPS = (0.02, 0.05, 0.10)
-GAP_BASE = 0.30
-EQUAL_RATE = 0.30
 EQUAL_SIZES = (2, 5, 10)
 # A ten-agent board like the paper's: the two agents studied plus eight at the paper's published
 # success rates (its 32% and 28% agents left out: the pair at 30% and 30% + gap take their place).
@@ -204,15 +223,11 @@ class Row:
 
 # The estimators compared: the interval before and after issue 14, the tie rule before and after.
 # An interval is called with (per-task (successes, attempts), per-task category).
-INTERVAL_BEFORE = "task-clustered Wilson (before)"
-INTERVAL_SITE = "task-clustered Wilson, stratified by category (site)"
 INTERVALS = {
     INTERVAL_BEFORE: lambda per_task, strata: stats.clustered_rate(per_task),
     INTERVAL_SITE: lambda per_task, strata: stats.clustered_rate(per_task, strata),
 }
 # A tie rule is called with (per-task rates in rank order, alpha, success rates in rank order).
-TIE_BEFORE = "paired t vs leader, Bonferroni over all pairs (before)"
-TIE_SITE = "step-down from the leader, Bonferroni within the set (site)"
 TIE_RULES = {
     TIE_BEFORE: lambda rates, alpha, pooled: stats.tie_groups_all_pairs_vectorised(rates, alpha),
     TIE_SITE: lambda rates, alpha, pooled: stats.tie_groups_vectorised(rates, alpha,
@@ -321,15 +336,6 @@ def _groups(rule, board, members: list[int], k: int, alpha: float, with_order: b
     return (out, order) if with_order else out
 
 
-def _power_scenario(gap: float, ranked: int) -> str:
-    board = "2 agents ranked" if ranked == 2 else f"{ranked} agents ranked (8 at the paper's rates)"
-    return f"{GAP_BASE:.0%} vs {GAP_BASE + gap:.0%} ({gap * 100:.0f} points), {board}"
-
-
-BOARD_SPLIT_SCENARIO = (f"2 agents at {EQUAL_RATE:.0%}, 10 agents ranked "
-                        "(8 at the paper's rates)")
-
-
 def _rows(shape, boards, cover, split, pair_split, board_split, power, passes) -> list[Row]:
     rows: list[Row] = []
     for (name, r), (hit, width, cond) in cover.items():
@@ -364,12 +370,8 @@ def _rows(shape, boards, cover, split, pair_split, board_split, power, passes) -
 
 
 # ---------------------------------------------------------------------------------------------
-# The committed table (leaderboard/data/simulation.csv) and the methods page's reading of it
+# The committed table (leaderboard/data/simulation.csv; leaderboard.simulation_results reads it)
 # ---------------------------------------------------------------------------------------------
-
-CSV_PATH = Path(__file__).with_name("data") / "simulation.csv"
-CSV_COLUMNS = ("metric", "scenario", "estimator", "value", "mc_se", "truth", "n", "boards",
-               "seed")
 
 
 def write_csv(rows: list[Row], path: Path, *, boards: int, seed: int) -> None:
@@ -391,77 +393,13 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=4)
-def _read_csv(path: Path, mtime: float) -> tuple[dict, ...]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        return tuple(csv.DictReader(fh))
-
-
-def committed_table(path: Path = CSV_PATH) -> dict:
-    """The committed simulation table, grouped for the methods page: coverage and width per
-    true rate (before and now), tie splits and power (before and now), pass@k/pass^k bias.
-    Empty when the file is missing."""
-    if not path.exists():
-        return {}
-    rows = _read_csv(path, path.stat().st_mtime)
-    if not rows:
-        return {}
-
-    def pick(metric: str, estimator: str) -> dict[str, float]:
-        return {r["scenario"]: float(r["value"]) for r in rows
-                if r["metric"] == metric and r["estimator"] == estimator}
-
-    def paired(metric: str, before: str, site: str) -> list[dict]:
-        b, s = pick(metric, before), pick(metric, site)
-        return [{"scenario": k, "before": b[k], "now": s[k]} for k in s if k in b]
-
-    coverage = paired("coverage", INTERVAL_BEFORE, INTERVAL_SITE)
-    width = {w["scenario"]: w for w in paired("interval width", INTERVAL_BEFORE, INTERVAL_SITE)}
-    conditional = pick("coverage of the benchmark's own rate", INTERVAL_SITE)
-    for c in coverage:
-        c["width_before"] = width[c["scenario"]]["before"]
-        c["width_now"] = width[c["scenario"]]["now"]
-        c["conditional"] = conditional.get(c["scenario"])
-    now = [c["now"] for c in coverage]
-    biases = [{"metric": r["metric"], "scenario": r["scenario"], "bias": float(r["value"]),
-               "truth": float(r["truth"])} for r in rows if r["metric"].endswith("bias")]
-    return {
-        "boards": int(rows[0]["boards"]),
-        "seed": int(rows[0]["seed"]),
-        "coverage": coverage,
-        "coverage_min": min(now),
-        "coverage_max": max(now),
-        "splits": [dict(s, label="equal agents split into more than one group")
-                   for s in paired("equal agents split", TIE_BEFORE, TIE_SITE)]
-                  + [dict(s, label="share of equal pairs in different groups")
-                     for s in paired("equal pairs in different groups", TIE_BEFORE, TIE_SITE)],
-        "power": paired("power: separated", TIE_BEFORE, TIE_SITE),
-        "power_gap10_alone": pick("power: separated", TIE_SITE).get(_power_scenario(0.10, 2)),
-        "power_gap10_board": pick("power: separated", TIE_SITE).get(_power_scenario(0.10, 10)),
-        "power_gap10_board_before": pick("power: separated", TIE_BEFORE).get(
-            _power_scenario(0.10, 10)),
-        "board_split": pick("equal agents split", TIE_SITE).get(BOARD_SPLIT_SCENARIO),
-        "board_split_before": pick("equal agents split", TIE_BEFORE).get(BOARD_SPLIT_SCENARIO),
-        "bias": biases,
-        "max_bias_complete": max(abs(b["bias"]) for b in biases if "lost" not in b["scenario"]),
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # The re-run design (issue 22, point 4): detection, false alarms and cost on simulated
 # submissions, with the design's own engine (submissions.verification.design)
 # ---------------------------------------------------------------------------------------------
 
-RERUN_SHAPE = Shape((("all", 54, 0.0),), task_sd=TASK_SD, interaction_sd=0.0)
-RERUN_RATES = (0.20, 0.25, 0.30, 0.35, 0.40, 0.45)
+RERUN_SHAPE = Shape((("all", RERUN_TASKS, 0.0),), task_sd=TASK_SD, interaction_sd=0.0)
 RERUN_INFLATIONS = (0.05, 0.10, 0.15, 0.20)
-RERUN_CSV_PATH = Path(__file__).with_name("data") / "rerun_design.csv"
-RERUN_SITE = "site design"
-HONEST = "honest"
-
-
-def inflated_scenario(points: float) -> str:
-    return f"claims inflated by {points * 100:.0f} points"
 
 
 def rerun_designs(site) -> dict:
@@ -546,61 +484,3 @@ def format_rerun_table(table: dict) -> str:
                  f"{d['trials_max']:.1f} ({d['share_max']:.0%})"]
         lines.append(f"{d['design']:<64} " + " ".join(f"{c:>13}" for c in cells))
     return "\n".join(lines)
-
-
-def rerun_table(rows: Iterable) -> dict:
-    """Rows (Row objects or CSV dicts) grouped per design: false alarms, detection per
-    inflation, mean re-run trials (honest, and the highest over the scenarios), as shares of a
-    full run too."""
-    rows = [r if isinstance(r, dict) else {"metric": r.metric, "scenario": r.scenario,
-                                           "estimator": r.estimator, "value": r.value,
-                                           "mc_se": r.mc_se, "n": r.n} for r in rows]
-    if not rows:
-        return {}
-    designs = list(dict.fromkeys(r["estimator"] for r in rows))
-    points = [int(s.split(" by ")[1].split()[0]) for s in dict.fromkeys(
-        r["scenario"] for r in rows if r["metric"] == "detected")]
-
-    def value(metric, scenario, design):
-        (row,) = [r for r in rows if (r["metric"], r["scenario"], r["estimator"])
-                  == (metric, scenario, design)]
-        return float(row["value"])
-
-    out = []
-    for d in designs:
-        scens = [HONEST, *(inflated_scenario(p / 100) for p in points)]
-        trials = [value("re-run trials", s, d) for s in scens]
-        shares = [value("share of a full run", s, d) for s in scens]
-        out.append({"design": d, "site": d == RERUN_SITE,
-                    "false_alarms": value("false alarms", HONEST, d),
-                    "detected": [value("detected", inflated_scenario(p / 100), d)
-                                 for p in points],
-                    "trials_honest": trials[0], "share_honest": shares[0],
-                    "trials_max": max(trials), "share_max": max(shares)})
-    return {"points": points, "designs": out}
-
-
-def committed_rerun_table(path: Path = RERUN_CSV_PATH) -> dict:
-    """The committed re-run design table for the methods page (empty when the file is missing):
-    per design its false alarms, detection per inflation and mean cost; the site design's row,
-    its parameters, the replications and the seed."""
-    if not path.exists():
-        return {}
-    rows = _read_csv(path, path.stat().st_mtime)
-    if not rows:
-        return {}
-    table = rerun_table(rows)
-    for d in table["designs"]:
-        d["detected_15"] = dict(zip(table["points"], d["detected"], strict=True)).get(15)
-    site = next(d for d in table["designs"] if d["site"])
-    at = dict(zip(table["points"], site["detected"], strict=True))
-    reaching = [d for d in table["designs"] if (d["detected_15"] or 0) >= 0.8]
-    return {**table, "site": site, "site_design": rows[0]["site_design"],
-            "every_task": next((d for d in table["designs"]
-                                if d["design"].startswith("one re-run of every task")), None),
-            "reaching_80": min(reaching, key=lambda d: d["share_honest"]) if reaching else None,
-            "reps": int(rows[0]["boards"]), "seed": int(rows[0]["seed"]),
-            "submissions": int(rows[0]["n"]), "detected_15": at.get(15),
-            "detected_20": at.get(20), "full_run": RERUN_SHAPE.n_tasks * RERUN_SHAPE.attempts,
-            "rates": f"{RERUN_RATES[0]:.0%} to {RERUN_RATES[-1]:.0%}",
-            "task_sd": RERUN_SHAPE.task_sd}

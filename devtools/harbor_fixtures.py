@@ -1,4 +1,4 @@
-"""Build Harbor job directories shaped like real ``harbor run`` output, for tests.
+"""Build Harbor job directories shaped like real ``harbor run`` output (tests, bench_load).
 
 Shapes follow ../shared/docs/harbor-formats.md: section 8 (a real job directory written by
 Harbor 0.25.0: job config/lock/result/job.log; per trial config.json (a full dump, key for key
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TASKS_DIR = REPO / "tasks"
 BENCHMARK = "healthagentbench-synthetic"
 DEFAULT_OUTPUT = "/workspace/submission.json"

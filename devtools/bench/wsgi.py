@@ -1,6 +1,6 @@
 """The site's WSGI application plus a static route for bench_scale's floor.
 
-``gunicorn 'leaderboard.bench.wsgi:make_application("/tmp/floor")'`` serves the site as
+``gunicorn 'devtools.bench.wsgi:make_application("/tmp/floor")'`` serves the site as
 ``config.wsgi`` does, and every file under that folder at ``/__floor__/<name>`` through WhiteNoise
 (the same static path that serves /static/ in production): the same bytes as a page, served as a
 file by the same server, which is what "static-file speed" is measured against.

@@ -22,7 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from leaderboard import simulation
+from devtools import simulation
 from leaderboard.demo.reconstruct import load_paper, reconstruct
 from submissions.verification.design import Design
 

@@ -1,10 +1,10 @@
-"""manage.py bench_load: reliability row R14 on a throwaway database (leaderboard/bench/load.py).
+"""manage.py bench_load: reliability row R14 on a throwaway database (devtools/bench/load.py).
 
     manage.py bench_load                  # this checkout
     manage.py bench_load --tree ../before # the same on another checkout (before/after)
 
-A sibling of bench_upload (one upload's memory, in submissions) rather than a mode of it: it
-serves the leaderboard, which the submissions app may not import (lint-imports layers)."""
+A sibling of bench_upload (one upload's memory) rather than a mode of it: it serves the whole
+site (the leaderboard's pages beside the uploads)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from leaderboard.bench import web
-from leaderboard.bench import load as bench
+from devtools.bench import load as bench
+from devtools.bench import web
+from devtools.harbor_fixtures import build_metadata
 
 
 BUDGET_MS = 300  # R14: p95 of the leaderboard API
@@ -124,7 +125,6 @@ def _run(cmd, served: Path, tmp: Path, database_url: str, name: str, queues: tup
     token = _manage(served, env, "issue_token", "bench", "--staff").strip().splitlines()[-1]
     _use(name)
     from evaluation.models import BenchmarkVersion
-    from tests.submissions.harbor_fixtures import build_metadata
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
     tasks = {t.name: t.content_digest for t in bv.tasks.all()}
@@ -159,8 +159,13 @@ def _run(cmd, served: Path, tmp: Path, database_url: str, name: str, queues: tup
     floor_paths = [bench.FLOOR_PREFIX + f.name for f in sorted(floor.iterdir())]
     site = [(path, readers // len(bench.READ_PATHS)) for path in bench.READ_PATHS]
     probe = [(path, bench.FLOOR_CONNECTIONS) for path in floor_paths]
-    app = f'leaderboard.bench.wsgi:make_application("{floor}")'
-    with web.Gunicorn(app=app, env=env, cwd=served, workers=web_workers) as server, worker:
+    app = f'devtools.bench.wsgi:make_application("{floor}")'
+    # The floor's wrapper is this checkout's tool: a --tree without devtools/ imports it from
+    # here (after its own folder, which gunicorn puts first, so its config.wsgi is served).
+    served_env = {**env, "PYTHONPATH": os.pathsep.join(
+        p for p in (env.get("PYTHONPATH"), str(settings.BASE_DIR)) if p)}
+    with (web.Gunicorn(app=app, env=served_env, cwd=served, workers=web_workers) as server,
+          worker):
         for path in bench.READ_PATHS:  # warm: the first hits render and cache
             web.get(server.port, path)
         alone = bench.WrkReaders.run_for(server.port, site + probe, tmp, alone_s)

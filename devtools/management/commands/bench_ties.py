@@ -18,7 +18,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from scipy.special import expit
 
-from leaderboard import simulation, stats
+from devtools import simulation
+from leaderboard import stats
 
 # simulate_stats' fit to the reconstructed paper data (seed 1), rounded: category sizes and
 # difficulties (logit scale) and the spread of task difficulty.

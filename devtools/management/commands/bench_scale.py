@@ -26,10 +26,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from devtools.bench import dataset, duck, web
+from devtools.bench.wsgi import FLOOR_PREFIX
 from evaluation.models import Agent
 from leaderboard import csv_copy
-from leaderboard.bench import dataset, duck, web
-from leaderboard.bench.wsgi import FLOOR_PREFIX
 from leaderboard.filters import EntryFilters
 from leaderboard.services import leaderboard_recompute
 from submissions.models import SubmissionStatus
@@ -138,7 +138,7 @@ class Command(BaseCommand):
                         if status != 200:
                             raise CommandError(f"GET {path} answered {status}")
                         (Path(floor) / f"page{i}.{ext}").write_bytes(body)
-            app = f'leaderboard.bench.wsgi:make_application("{floor}")'
+            app = f'devtools.bench.wsgi:make_application("{floor}")'
             # Warm means every worker: each answers the measured pages to itself before it
             # accepts a connection, as production warms its read paths (config/warmup.py);
             # otherwise the other worker's first render lands among the samples.

@@ -12,10 +12,9 @@ p95 against the 300 ms budget and against its floor, each upload's acceptance la
 sent to answer) and verdict latency, and the web workers' peak memory growth under 20
 concurrent CSV downloads. ``--intake-nice`` runs the intake worker niced.
 
-The archives are valid runs of healthagentbench-synthetic@1.0 (the test suite's Harbor job
-builder, tests/submissions/harbor_fixtures.py: this is a developer tool run from a clone),
-padded with a binary artifact (an image output: skipped by the secret scan) and a text agent log
-(scanned), so each upload costs the full intake.
+The archives are valid runs of healthagentbench-synthetic@1.0 (the Harbor job builder the tests
+share, devtools/harbor_fixtures.py), padded with a binary artifact (an image output: skipped by
+the secret scan) and a text agent log (scanned), so each upload costs the full intake.
 """
 
 from __future__ import annotations
@@ -37,8 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from leaderboard.bench import web
-from leaderboard.bench.wsgi import FLOOR_PREFIX  # noqa: F401 - bench_load's floor paths
+from devtools.bench import web
+from devtools.bench.wsgi import FLOOR_PREFIX  # noqa: F401 - bench_load's floor paths
+from devtools.harbor_fixtures import build_job_dir
 from submissions.client import upload
 
 # A few connections reading static copies of the read paths' bytes beside the readers: the
@@ -189,9 +189,6 @@ def _wrk_result(path: str, connections: int, out: str) -> WrkResult:
 def build_archive(out: Path, tasks: dict[str, str], *, n: int, mb: int, text_mb: int) -> Path:
     """A valid Harbor run (3 attempts of every task) padded to about ``mb`` MB compressed:
     ``text_mb`` MB of agent log (words, scanned for secrets) and the rest as a binary artifact."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.submissions.harbor_fixtures import build_job_dir
-
     root = out / f"run-{n}"
     build_job_dir(root, tasks, attempts=3, agent="codex", model="openai/gpt-5.5",
                   job_name=f"2026-12-03__10-00-{n:02d}")
