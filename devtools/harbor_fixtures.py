@@ -226,6 +226,7 @@ def build_job_dir(
     started: datetime | None = None,
     tasks_dir: Path | None = None,
     exclude_defaults: bool = False,
+    trajectories: dict[str, dict] | None = None,
 ) -> BuiltJob:
     """Write ``root/<job_name>/`` like ``harbor run -p tasks -a <agent> -m <model> -k <attempts>``.
 
@@ -431,9 +432,12 @@ def build_job_dir(
             # agent/
             agent_dir = trial_dir / "agent"
             agent_dir.mkdir()
-            write_json(agent_dir / "trajectory.json", atif_trajectory(
-                agent=agent, version=version, model=model, task=harbor_name, modern=modern,
-                session=_uuid("session", job_name, name, attempt)), indent=2)
+            # ``trajectories``: task -> the ATIF document every attempt of it records.
+            write_json(agent_dir / "trajectory.json", (trajectories or {}).get(name) or
+                       atif_trajectory(agent=agent, version=version, model=model,
+                                       task=harbor_name, modern=modern,
+                                       session=_uuid("session", job_name, name, attempt)),
+                       indent=2)
             log_name = "oracle.txt" if agent == "oracle" else f"{agent}.txt"
             (agent_dir / log_name).write_text(f"solving {harbor_name}\nwrote {container_out}\n")
 

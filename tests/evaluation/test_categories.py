@@ -101,7 +101,7 @@ def generate(task_dir, rng, case_id="case_01"):
 
 
 def _copy_project(dest: Path) -> None:
-    for name in ("config", "evaluation", "submissions", "leaderboard"):
+    for name in ("config", "evaluation", "submissions", "leaderboard", "devtools"):
         shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "manage.py", dest / "manage.py")
 

@@ -28,7 +28,7 @@ def _other_checkout(tmp_path):
     other = tmp_path / "other-checkout"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("config", "evaluation", "scripts", "tasks", "submissions", "leaderboard",
-                 "templates"):
+                 "devtools", "templates"):
         shutil.copytree(vs.REPO / name, other / name, ignore=ignore, symlinks=True)
     for name in ("manage.py", "pyproject.toml"):
         shutil.copy2(vs.REPO / name, other / name)

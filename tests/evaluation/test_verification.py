@@ -307,12 +307,20 @@ def test_grader_tampering_files_have_no_effect(settings, oracle):
     assert checks[CT].detail["outputs"]["found"] == ["/workspace/submission.json"]
 
 
-def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_server):
+def test_an_upload_whose_passes_paste_the_answer_is_never_verified(
+        settings, oracle, tmp_path, live_server):
     """Integration with the upload intake: a real Harbor-shaped job directory (the submissions
     fixture builder) is uploaded by the submitter client (`python -m submissions.client`)
     to a live server; the intake service validates it (the intake worker's body, called
     directly), verification re-grades the stored artifacts, and the client, polling meanwhile,
-    prints the validation and the verdict."""
+    prints the validation and the verdict.
+
+    Issue 22: every trajectory writes the task's reference answer with a heredoc. The replays
+    reproduce every pass (the commands do produce the output), but that proves consistency,
+    not authorship, and the site cannot re-run codex: never "verified". Where the pasted text
+    holds a hidden answer file verbatim the screen flags it (RH7): a discrepancy, those trials
+    and no others; where it does not, nothing contradicts the claim and the trial is
+    "reproduced", the most a paste can reach ("consistent" in tests above)."""
     import io
     import threading
 
@@ -326,7 +334,7 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     from submissions.services import token_issue
     from devtools.harbor_fixtures import build_job_dir, build_metadata
 
-    settings.VERIFICATION_CHECKS = ["regrade"]
+    settings.VERIFICATION_CHECKS = ["regrade", "replay", "rerun"]
     settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
     bv = vs.synthetic_version()
     outputs, paths = {}, {}
@@ -343,9 +351,19 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
     # A submitted agent (codex with a model; its outputs are the oracle's): the site's own
     # oracle would be a reference run, which is never published (tests/submissions/
     # test_intake_rules.py).
+    def pasted(task):  # the reference answer typed in with heredocs, as a codex shell call
+        files = ({paths[task]: outputs[task]} if isinstance(outputs[task], bytes) else
+                 {paths[task] + rel: data for rel, data in outputs[task].items()})
+        script = "".join(f"mkdir -p $(dirname {path}) && cat > {path} <<'HAB_EOF'\n"
+                         f"{data.decode().removesuffix(chr(10))}\nHAB_EOF\n"
+                         for path, data in files.items())
+        return vs.atif("codex", [("shell", {"command": ["bash", "-lc", script],
+                                            "workdir": "/workspace"})])
+
     build_job_dir(tmp_path / "upload", {t.name: t.content_digest for t in bv.tasks.all()},
                   attempts=3, agent="codex", model="openai/gpt-5.5", outputs=outputs,
-                  output_paths=paths)
+                  output_paths=paths,
+                  trajectories={t.name: pasted(t.name) for t in bv.tasks.all()})
     user = get_user_model().objects.create_user("verif-submitter", password="x")
     meta = tmp_path / "metadata.yaml"
     meta.write_text(yaml.safe_dump(build_metadata()))
@@ -374,24 +392,45 @@ def test_an_upload_through_the_api_is_verified(settings, oracle, tmp_path, live_
         assert job.pk in report["enqueued"]
     assert verification_run(job_id=job.pk) == "done"
     sub.refresh_from_db()
-    # Re-graded only (VERIFICATION_CHECKS): consistent, not verified.
-    assert sub.status == "consistent", job.__class__.objects.get(pk=job.pk).summary
+    summary = job.__class__.objects.get(pk=job.pk).summary
+    from evaluation import screen
+
+    def leaks(task):  # the pasted answer holds one of the task's hidden answer files verbatim
+        text = (outputs[task].decode() if isinstance(outputs[task], bytes) else
+                "".join(d.decode() for d in outputs[task].values()))
+        return any(len(h) >= 64 and h in text for h in screen.hidden_texts_of(
+            vs.task_dir(bv.tasks.get(name=task))))
+
+    leaking = {t.name for t in bv.tasks.all() if leaks(t.name)}
+    flagged = {t.benchmark_task.name for t in sub.trials.all() if t.screen_open}
+    assert flagged == leaking, (flagged, leaking, summary["screen"])
+    assert all(t.screen_open == ["RH7"] for t in sub.trials.all() if t.screen_open)
+    assert not sub.is_verified and sub.status == ("discrepancy" if leaking else "consistent")
     assert sub.trials.filter(verified_reward=1.0).count() == 21
+    # Every pass reproduced by its replay; none re-run: the site cannot run codex, and says so.
+    assert (sub.coverage["reproduced"], sub.coverage["rerun"]) == (21, 0), summary
+    assert summary["rerun"]["not_runnable"] and "codex" in summary["rerun"]["reason"]
+    print(f"\npasted answers: {len(leaking)} of 7 tasks flagged RH7 ({sorted(leaking)}); "
+          f"badge: {coverage_badge(sub.coverage)}")
     thread.join(timeout=60)
-    assert result.get("exit") == 0, (printed.getvalue(), errors.getvalue())
+    verdict = sub.status
+    assert result.get("exit") == (0 if verdict == "consistent" else 1), (
+        printed.getvalue(), errors.getvalue())
     assert "uploading 100%" in errors.getvalue()
-    assert "status consistent, 21/21 trials" in errors.getvalue()  # progress until the verdict
-    assert f"submission {sub.pk} on {bv.slug}: consistent" in printed.getvalue()
+    assert f"status {verdict}, 21/21 trials" in errors.getvalue()  # progress until the verdict
+    assert f"submission {sub.pk} on {bv.slug}: {verdict}" in printed.getvalue()
     assert f"{live_server.url}/submissions/{sub.pk}/" in printed.getvalue()
-    # Issue 4's end: a maintainer publishes it; it appears on the leaderboard and in the CSVs.
+    # Issue 4's end: a maintainer publishes it; it appears on the leaderboard and in the CSVs,
+    # a flagged pass counted as a failure.
     from leaderboard.models import LeaderboardEntry
     from submissions.services import submission_publish
 
     maintainer = get_user_model().objects.create_user("verif-maint", is_staff=True)
     submission_publish(submission=sub, actor=maintainer)
     entry = LeaderboardEntry.objects.get(submission=sub)
-    assert (entry.successes, entry.attempts, entry.verified) == (21, 21, False)
-    assert entry.verification_level == "consistent"
+    assert (entry.successes, entry.attempts, entry.verified) == (21 - 3 * len(leaking), 21,
+                                                                 False)
+    assert entry.verification_level == verdict
     public = Client()
     csv = b"".join(public.get(f"/leaderboard.csv?benchmark={bv.slug}").streaming_content)
     assert b"Codex (GPT 5.5)" in csv and b",verified" in csv
