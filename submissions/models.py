@@ -186,7 +186,7 @@ TRANSITIONS: dict[str, set[str]] = {
     # for verification or refused with its problems.
     SubmissionStatus.RECEIVED: {SubmissionStatus.VALIDATING, SubmissionStatus.REFUSED},
     SubmissionStatus.VALIDATING: {SubmissionStatus.QUEUED, SubmissionStatus.REFUSED},
-    # Only a verified (or discrepancy, with its flags shown) submission can be published.
+    # Only a verified, consistent or discrepancy (flags shown) submission can be published.
     SubmissionStatus.QUEUED: {SubmissionStatus.VERIFYING, SubmissionStatus.REJECTED},
     SubmissionStatus.VERIFYING: {
         SubmissionStatus.VERIFIED, SubmissionStatus.CONSISTENT, SubmissionStatus.DISCREPANCY,
