@@ -27,7 +27,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from evaluation.runner.judge_gateway import MAX_BODY, sections
+from evaluation.runner.judge_gateway import ChatHandler, sections
 
 SYNTHETIC_JUDGE_MODEL = "hab-synthetic-judge"
 RULE = "injected-errors"
@@ -134,23 +134,7 @@ class SyntheticJudge:
 
 
 def _handler_for(judge: SyntheticJudge):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):  # one line per request would drown make run's output
-            pass
-
-        def send_json(self, status: int, payload) -> None:
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            try:
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
+    class Handler(ChatHandler):
         def do_GET(self):  # noqa: N802 - a browser pointed at it learns what it is
             self.send_json(200, {"synthetic_judge": {
                 "model": judge.model, "rule": RULE,
@@ -158,19 +142,8 @@ def _handler_for(judge: SyntheticJudge):
 
         def do_POST(self):  # noqa: N802
             judge.observe(self)
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                self.send_json(413, {"error": {"message": "request too large"}})
-                return
-            raw = self.rfile.read(length)
-            if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
-                self.send_json(404, {"error": {"message": "not found"}})
-                return
-            try:
-                body = json.loads(raw.decode("utf-8"))
-            except ValueError:
-                self.send_json(400, {"error": {"message": "invalid JSON"}})
-                return
-            self.send_json(*judge.reply(body))
+            body = self.read_chat_request()
+            if body is not None:
+                self.send_json(*judge.reply(body))
 
     return Handler

@@ -6,8 +6,6 @@ enforced."""
 
 from __future__ import annotations
 
-from itertools import islice
-
 from django.conf import settings
 from django.http import HttpResponse
 from django.utils.decorators import method_decorator
@@ -324,7 +322,7 @@ class TrialListApi(ApiView):
     def get(self, request: Request) -> HttpResponse:
         bv, filters, data = _params(request, TrialQuery)
         limit, offset = data.get("limit", 1000), data.get("offset", 0)
-        rows = list(islice(tables.trials_table(bv, filters).dicts(), offset, offset + limit))
+        rows = list(tables.trials_table(bv, filters, offset=offset, limit=limit).dicts())
         count = selectors.trial_count(benchmark_version=bv, filters=filters)
         return _page(request, count, offset, limit, rows)
 

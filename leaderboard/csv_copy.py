@@ -108,7 +108,7 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
         f"JOIN {n['task']} bt ON bt.id = t.benchmark_task_id "
         f"JOIN {n['category']} c ON c.id = bt.category_id "
         f"WHERE e.id IN ({ids_sql}) "
-        "ORDER BY a.display_name, bt.position, t.attempt, t.submission_id"
+        "ORDER BY a.display_name, bt.position, t.attempt, t.submission_id, t.id"
     )
     return sql, ids_params
 

@@ -330,15 +330,18 @@ def task_catalogue(*, benchmark_version: BenchmarkVersion) -> list[BenchmarkTask
 
 
 def trial_rows(
-    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
+    *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
+    offset: int = 0, limit: int | None = None,
 ) -> Iterator[tuple]:
     """Per-trial rows of every ranked entry's submission (the columns of ``TRIAL_COLUMNS``:
-    the site's outcome, then the claim and the checks), streamed with a server-side cursor."""
+    the site's outcome, then the claim and the checks), streamed with a server-side cursor.
+    ``offset``/``limit`` page in the database (LIMIT/OFFSET); the order is total (id last),
+    so pages neither overlap nor skip."""
     sub_ids = list(_entries(benchmark_version, filters).values_list("submission_id", flat=True))
-    return (
+    rows = (
         Trial.objects.filter(submission_id__in=sub_ids)
         .order_by("submission__agent__display_name", "benchmark_task__position", "attempt",
-                  "submission_id")
+                  "submission_id", "pk")
         .values_list(
             "submission__agent__display_name", "benchmark_task__name",
             "benchmark_task__category__slug", "attempt", "outcome", "success", "cost_usd",
@@ -349,8 +352,9 @@ def trial_rows(
             "judge_model", "judge_prompt_version", "pk", "submission__agent_id",
             "grader_version", "infra_confirmed", "infra_confirmed_by", "infra_confirm_reason",
         )
-        .iterator(chunk_size=2000)
     )
+    rows = rows[offset:] if limit is None else rows[offset:offset + limit]
+    return rows.iterator(chunk_size=2000)
 
 
 

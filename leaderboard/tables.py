@@ -146,7 +146,9 @@ TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success",
                  "infra_confirm_reason")
 
 
-def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
+def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters, *, offset: int = 0,
+                 limit: int | None = None) -> Table:
+    """Every trial row, or the page offset..offset+limit of them, read from the database."""
     rows = (
         (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
          in_tokens, cached_tokens, provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
@@ -157,7 +159,8 @@ def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table
         cached_tokens, reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
         flags, submission, level, judge_model, judge_prompt_version, trial_id, agent_id,
         grader_version, infra_confirmed, infra_by, infra_reason
-        in selectors.trial_rows(benchmark_version=bv, filters=filters)
+        in selectors.trial_rows(benchmark_version=bv, filters=filters, offset=offset,
+                                limit=limit)
     )
     return Table("trials", TRIAL_COLUMNS, rows)
 

@@ -160,51 +160,67 @@ class Gateway:
         return 200, content
 
 
+class ChatHandler(BaseHTTPRequestHandler):
+    """The one base of the stdlib chat-completions servers that answer a JSON request (this
+    gateway and evaluation/synthetic_judge.py): quiet, HTTP/1.1, JSON replies, and the
+    preamble of every POST. Standard library only: this file runs alone in the base image."""
+
+    protocol_version = "HTTP/1.1"
+    not_found = "not found"  # the 404 message for a path that is not .../chat/completions
+
+    def log_message(self, *args):  # one line per request would drown the caller's output
+        pass
+
+    def send_json(self, status, payload):
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def read_chat_request(self):
+        """The POSTed JSON body, or None once the refusal is sent: 413 over MAX_BODY, 404 for
+        a path other than .../chat/completions (the body is read first), 400 for invalid JSON."""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            self.send_json(413, {"error": {"message": "request too large"}})
+            return None
+        raw = self.rfile.read(length)
+        if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
+            self.send_json(404, {"error": {"message": self.not_found}})
+            return None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except ValueError:
+            self.send_json(400, {"error": {"message": "invalid JSON"}})
+            return None
+
+
 def handler_for(gateway):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    class Handler(ChatHandler):
+        not_found = "only POST .../chat/completions"
 
         def address_string(self):  # a Unix socket has no peer address
             return "verifier"
 
-        def log_message(self, *args):
-            pass
-
-        def _send(self, status, payload):
-            data = json.dumps(payload).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            try:
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
         def _refuse(self):
-            self._send(405, {"error": {"message": "only POST .../chat/completions is served"}})
+            self.send_json(405, {"error": {"message": "only POST .../chat/completions is served"}})
 
         do_GET = do_PUT = do_DELETE = do_HEAD = do_CONNECT = do_PATCH = _refuse  # noqa: N815
 
         def do_POST(self):  # noqa: N802
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                self._send(413, {"error": {"message": "request too large"}})
-                return
-            raw = self.rfile.read(length)
-            if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
-                self._send(404, {"error": {"message": "only POST .../chat/completions"}})
-                return
-            try:
-                body = json.loads(raw.decode("utf-8"))
-            except ValueError:
-                self._send(400, {"error": {"message": "invalid JSON"}})
+            body = self.read_chat_request()
+            if body is None:
                 return
             status, content = gateway.answer(body)
             if status != 200:
-                self._send(status, {"error": {"message": content}})
+                self.send_json(status, {"error": {"message": content}})
                 return
-            self._send(200, {
+            self.send_json(200, {
                 "id": "chatcmpl-gateway", "object": "chat.completion", "model": gateway.model,
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": content}}],

@@ -1,11 +1,7 @@
-"""Fixtures for tests/evaluation, and the rule for tests marked `@pytest.mark.docker` (HS24).
+"""Fixtures for tests/evaluation. The rule for tests marked `@pytest.mark.docker` (HS24) and the
+`docker_engine` fixture are the Docker gate plugin's (tests/docker_gate.py).
 
-Docker tests run against the real engine and the real base image. Where no engine answers (or the
-base image is missing) they FAIL with a message saying how to fix it, unless the person running
-them opts out explicitly with ALLOW_NO_DOCKER=1: then they are skipped and the opt-out is printed
-in the test summary.
-
-Works with and without pytest-django (`-p no:django`): Django is set up here when needed.
+Works with and without pytest-django (`-p no:django`).
 """
 
 import os
@@ -21,92 +17,12 @@ if str(REPO) not in sys.path:
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("DEBUG", "1")
 
-_ENGINE = {}  # cached engine check: {"ok": bool, "why": str}
-
-
-def _django_ready():
-    import django
-    from django.apps import apps
-
-    if not apps.ready:
-        django.setup()
-
-
-def _allow_no_docker() -> bool:
-    return os.environ.get("ALLOW_NO_DOCKER", "").strip().lower() in ("1", "true", "yes")
-
-
-def _engine_check() -> dict:
-    if not _ENGINE:
-        _django_ready()
-        from django.conf import settings
-
-        from evaluation import runner
-
-        status = runner.engine_status()
-        if not status["reachable"]:
-            _ENGINE.update(
-                ok=False,
-                why=(
-                    f"no Docker engine answers at {status['docker_host']} ({status['error']}). "
-                    "Start one with `scripts/ensure-docker` (as root), or set ALLOW_NO_DOCKER=1 "
-                    "to skip Docker tests explicitly."
-                ),
-            )
-        elif not status["base_image_present"]:
-            _ENGINE.update(
-                ok=False,
-                why=(
-                    f"the base image {status['base_image']} is missing: run `make images` "
-                    "(or scripts/build-images --base), or set ALLOW_NO_DOCKER=1 to skip."
-                ),
-            )
-        else:
-            _ENGINE.update(ok=True, why="", status=status)
-    return _ENGINE
-
-
-@pytest.fixture(autouse=True)
-def _docker_required(request):
-    if request.node.get_closest_marker("docker") is None:
-        return
-    check = _engine_check()
-    if check["ok"]:
-        return
-    if _allow_no_docker():
-        pytest.skip(f"ALLOW_NO_DOCKER=1 (explicit opt-out): {check['why']}")
-    pytest.fail(f"Docker test cannot run: {check['why']}", pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def docker_engine():
-    """engine_status() of the engine the docker tests use (fails/skips like the marker)."""
-    check = _engine_check()
-    if not check["ok"]:
-        if _allow_no_docker():
-            pytest.skip(f"ALLOW_NO_DOCKER=1 (explicit opt-out): {check['why']}")
-        pytest.fail(f"Docker test cannot run: {check['why']}", pytrace=False)
-    return check["status"]
-
 
 @pytest.fixture(scope="session")
 def base_image(docker_engine):
     from evaluation import runner
 
     return runner.base_image_tag()
-
-
-def pytest_terminal_summary(terminalreporter):
-    opted_out = [
-        rep
-        for rep in terminalreporter.stats.get("skipped", [])
-        if "ALLOW_NO_DOCKER=1 (explicit opt-out)" in str(rep.longrepr)
-    ]
-    if opted_out:
-        terminalreporter.section("Docker tests skipped by explicit opt-out", sep="-", yellow=True)
-        terminalreporter.write_line(
-            f"ALLOW_NO_DOCKER=1 skipped {len(opted_out)} docker test(s): {_ENGINE.get('why', '')}"
-        )
 
 
 # The verification worker most Docker modules here share (test_verification, test_reliability,

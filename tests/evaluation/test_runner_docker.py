@@ -2,7 +2,7 @@
 
 Each test asserts a containment *and* that it is reported with its reason. Run:
     DEBUG=1 .venv/bin/python -m pytest tests/evaluation/test_runner_docker.py -q -p no:django
-Without an engine these fail with a clear message unless ALLOW_NO_DOCKER=1 (see conftest.py).
+Without an engine these fail with a clear message unless ALLOW_NO_DOCKER=1 (tests/docker_gate.py).
 """
 
 import json

@@ -78,3 +78,24 @@ def test_agent_and_task_pages_have_fixed_query_counts(client, small_benchmark):
         _add_agents(bv, tasks, n)
         counts.append((_count(client, f"/agents/{slug}/"), _count(client, "/tasks/img/case_01/")))
     assert counts[0] == counts[1]
+
+
+def test_a_trials_api_page_reads_only_that_page_from_the_database(client, small_benchmark):
+    """A page of 50 trials out of 3,000 is read with LIMIT/OFFSET in SQL, never by reading
+    the trials before it; the count still covers all of them, and the page is the same rows,
+    in the same order, as that slice of the full trials table."""
+    bv, tasks = small_benchmark
+    published_submission(AgentFactory(), tasks, ["P" * 600, "F" * 600, "PF" * 300,
+                                                 "T" * 600, "FP" * 300])
+    leaderboard_recompute(benchmark_version=bv)
+    from leaderboard import selectors, tables
+
+    with CaptureQueriesContext(connection) as ctx:
+        body = client.get("/api/v1/trials/?benchmark=small@1.0&limit=50&offset=1000").json()
+    assert len(ctx.captured_queries) == PAGES["/api/v1/trials/"]
+    trial_sql = [q["sql"] for q in ctx.captured_queries if '"attempt"' in q["sql"]]
+    assert len(trial_sql) == 1 and "LIMIT 50 OFFSET 1000" in trial_sql[0], trial_sql
+    assert body["count"] == 3000 and len(body["results"]) == 50
+    full = list(tables.trials_table(bv, selectors.EntryFilters()).dicts())
+    assert len(full) == 3000
+    assert body["results"] == full[1000:1050]

@@ -29,7 +29,7 @@ RUN_TIMEOUT_S = float(os.environ.get("HARBOR_RUN_TIMEOUT_S", "480"))
 
 
 @pytest.fixture(scope="module")
-def harbor_env(task_docker_engine):
+def harbor_env(docker_engine):
     """Environment in which `harbor` is the pinned CLI and `docker compose` is Compose v2."""
     return harbor_environment()
 

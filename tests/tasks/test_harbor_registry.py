@@ -52,7 +52,7 @@ def local_repository(tmp_path) -> tuple[Path, str]:
 
 
 def test_real_harbor_runs_the_oracle_from_the_sites_registry(
-        local_repository, settings, tmp_path, task_docker_engine):
+        local_repository, settings, tmp_path, docker_engine):
     repo, commit = local_repository
     settings.REPOSITORY_URL = f"file://{repo}"
     settings.REGISTRY_GIT_COMMIT = commit
