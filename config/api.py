@@ -136,3 +136,32 @@ class NotFoundApi(ApiView):
         raise NotFound()
 
     post = put = patch = delete = get
+
+
+# OpenAPI links (drf-spectacular has no API for them): operation id -> response status -> links.
+# They say where an answer's ids lead, for clients and for the fuzzer's stateful phase, which
+# walks them: upload -> its status. Trials have no per-submission operation (the trials table
+# lists ranked agents only), so no link leads there; and a link reads a value every answer of
+# its status holds (a list's first row is not one: a page may be empty).
+_STATUS = "submissions_retrieve"
+LINKS = {
+    "submissions_create": {"202": {"SubmissionStatus": {
+        "operationId": _STATUS, "parameters": {"id": "$response.body#/id"},
+        "description": "the upload's status: poll it until `status` leaves "
+                       "received/validating"}}},
+}
+
+
+def add_links(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing hook: LINKS into the response objects. A link to or from
+    an operation the schema no longer has is an error, so the links cannot drift silently."""
+    operations = {op["operationId"]: op for path in result.get("paths", {}).values()
+                  for op in path.values() if isinstance(op, dict) and "operationId" in op}
+    for source, by_status in LINKS.items():
+        for code, links in by_status.items():
+            for name, link in links.items():
+                if source not in operations or link["operationId"] not in operations:
+                    raise ValueError(f"OpenAPI link {name}: no operation {source} or "
+                                     f"{link['operationId']}")
+                operations[source]["responses"][code].setdefault("links", {})[name] = link
+    return result

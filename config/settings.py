@@ -175,6 +175,9 @@ SPECTACULAR_SETTINGS = {
     # package), never from a CDN, so the CSP stays script-src 'self'.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # The default hook, then the OpenAPI links (upload -> status, ...: config.api.LINKS).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "config.api.add_links"],
 }
 
 # --- Celery (new-style names, CELERY_ namespace) ---

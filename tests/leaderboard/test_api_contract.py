@@ -1,7 +1,9 @@
 """The OpenAPI schema at /api/schema/ is the API's exact contract: schemathesis (pinned in the dev
 dependencies) generates requests from it against a live server of the whole site, the
 authenticated operations with a real API token, and every check of every phase (coverage,
-fuzzing, stateful) must pass: each status code an operation answers is documented with its
+fuzzing, stateful: it walks the schema's OpenAPI link upload -> status, starting from uploads of
+a real Harbor run that tests/leaderboard/schemathesis_hooks.py puts in half the valid ones)
+must pass: each status code an operation answers is documented with its
 body, each parameter bound, enum and pattern is enforced (a schema-valid request is accepted,
 a schema-violating one refused), and every response matches its schema.
 
@@ -14,6 +16,7 @@ them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -21,14 +24,18 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.management import call_command
 from django.test import Client
 
+from devtools.harbor_fixtures import build_job_dir, build_metadata
 from submissions.services import token_issue
+from tests.submissions.intake_support import targz
 
 ST = Path(sys.executable).with_name("st")
 MAX_EXAMPLES = int(os.environ.get("HAB_FUZZ_MAX_EXAMPLES", "15"))
 Q = "?benchmark=healthagentbench@1.0"
+HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
 
 
 @pytest.fixture
@@ -43,8 +50,27 @@ def fuzzed_site(live_server, transactional_db, settings, tmp_path, django_user_m
     return live_server.url, token_issue(user=user)[1]
 
 
+@pytest.fixture
+def fuzz_hooks_env(tmp_path):
+    """The schemathesis hooks' environment: a valid Harbor run (every task of the synthetic
+    benchmark, 3 attempts, as tests/submissions/test_upload_api.py's queued upload) and its
+    metadata, which half the generated uploads carry; the call log."""
+    from evaluation.models import BenchmarkVersion
+
+    call_command("sync_tasks", verbosity=0)
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    build_job_dir(tmp_path / "jobs", {t.name: t.content_digest for t in bv.tasks.all()},
+                  attempts=3, agent="codex", model="openai/gpt-5.5")
+    (tmp_path / "run.tar.gz").write_bytes(targz(tmp_path / "jobs"))
+    (tmp_path / "metadata.yaml").write_text(yaml.safe_dump(build_metadata()))
+    return {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS),
+            "HAB_FUZZ_ARCHIVE": str(tmp_path / "run.tar.gz"),
+            "HAB_FUZZ_METADATA": str(tmp_path / "metadata.yaml"),
+            "HAB_FUZZ_LOG": str(tmp_path / "calls.jsonl")}
+
+
 @pytest.mark.fuzz
-def test_schemathesis_finds_no_contract_failure(fuzzed_site, tmp_path):
+def test_schemathesis_finds_no_contract_failure(fuzzed_site, fuzz_hooks_env, tmp_path):
     url, token = fuzzed_site
     run = subprocess.run(
         [str(ST), "run", f"{url}/api/schema/", "--checks", "all",
@@ -52,10 +78,12 @@ def test_schemathesis_finds_no_contract_failure(fuzzed_site, tmp_path):
          "--max-examples", str(MAX_EXAMPLES), "--seed", "31", "--workers", "1",
          "--header", f"Authorization: Token {token}", "--no-color",
          "--report", "junit", "--report-dir", str(tmp_path / "report")],
-        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path)
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+        env=fuzz_hooks_env)
     out = run.stdout + run.stderr
     summary = out[out.find("SUMMARY"):] if "SUMMARY" in out else out[-3000:]
     print(summary)  # the figures: operations, phases, cases generated, failures
+    (tmp_path / "st-output.txt").write_text(out)  # whole, binary upload bodies included
     assert run.returncode == 0, out[-20000:]
     assert "Tested: 9" in out and "9 selected / 9 total" in out, summary
     generated = re.search(r"(\d+) generated", out)
@@ -63,6 +91,22 @@ def test_schemathesis_finds_no_contract_failure(fuzzed_site, tmp_path):
     # The token worked: no operation answered only 401 (schemathesis warns otherwise).
     assert "Authentication failed" not in out, summary
     assert "Rate limited" not in out, summary
+    # The stateful phase walked the declared links (config.api.LINKS) ...
+    links = re.search(r"API Links:\s+(\d+) covered / (\d+) selected / (\d+) total", out)
+    assert links and int(links.group(1)) == int(links.group(2)) >= 1, summary
+    # ... the upload -> status one among them: a status request for an id that a fixture
+    # upload's 202 returned, answered 200 while the intake worker has it (received/validating).
+    calls = [json.loads(line) for line in
+             Path(fuzz_hooks_env["HAB_FUZZ_LOG"]).read_text().splitlines()]
+    uploaded = {c["id"] for c in calls if c["method"] == "POST" and c["status"] == 202
+                and c["fixture"]}
+    followed = [c for c in calls if c["phase"] == "stateful" and c["method"] == "GET"
+                and c["path"] == "/api/v1/submissions/{id}/" and c["status"] == 200
+                and int(c["path_parameters"].get("id", "0")) in uploaded]
+    assert followed, summary
+    assert {c["submission_status"] for c in followed} <= {"received", "validating"}, followed
+    print(f"links: {links.group(0)}; fixture uploads accepted: {len(uploaded)}; "
+          f"their statuses followed by the stateful phase: {len(followed)}")
 
 
 def _problem(response):
@@ -144,6 +188,11 @@ def test_the_schema_states_the_enforced_bounds_enums_and_answers(client, db):
     assert answers["/api/v1/submissions/{id}/", "get"] == {"200", "401", "404"}
     assert answers["/api/v1/submissions/", "post"] == {
         "202", "400", "401", "403", "409", "413", "415", "429"}
+    # The OpenAPI link the fuzzer's stateful phase walks: an upload's id to its status.
+    created = schema["paths"]["/api/v1/submissions/"]["post"]["responses"]["202"]
+    assert created["links"]["SubmissionStatus"] == {
+        "operationId": "submissions_retrieve", "parameters": {"id": "$response.body#/id"},
+        "description": created["links"]["SubmissionStatus"]["description"]}
 
 
 def test_an_upload_in_another_media_type_or_a_broken_body_keeps_the_upload_shapes(db):
