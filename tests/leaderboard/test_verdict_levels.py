@@ -36,9 +36,10 @@ from submissions.services import (
     submission_publish,
     submission_verdict_record,
 )
-from submissions.verification import public_sample, rerun_commit, rerun_reveal
+from submissions.verification import rerun_commit, rerun_reveal
 from submissions.verification.checks import job_config
-from submissions.verification.checks.rerun import paired_inflation_p, rerun_state
+from submissions.verification.checks.rerun import rerun_state
+from submissions.verification.design import mcnemar_p_value as paired_inflation_p
 from submissions.verification.sample import commitment, sample_order
 from tests.factories import AgentFactory, published_submission
 

@@ -9,6 +9,7 @@ for trial checks, the trial's score and flags in the same transaction (R7).
 from __future__ import annotations
 
 import concurrent.futures
+from abc import ABC, abstractmethod
 import hashlib
 import json
 import logging
@@ -336,7 +337,7 @@ class CheckContext:
 
 
 
-class Check:
+class Check(ABC):
     """One kind of verification check (a module of this package, listed in REGISTRY).
 
     ``kind`` is its TrialCheck kind; ``runs`` says what the site runs for it and
@@ -356,10 +357,11 @@ class Check:
         return self.kind in ctx.config["checks"]
 
     def run(self, ctx: CheckContext) -> None:
-        raise NotImplementedError
+        """Nothing by default: a check that only reports (the judge's part) runs nothing."""
 
+    @abstractmethod
     def summarize(self, job, checks) -> "Contribution":
-        raise NotImplementedError
+        """This check's part of the job's verdict, from the job's rows."""
 
 
 @dataclass

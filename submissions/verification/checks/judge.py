@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from evaluation.synthetic_judge import is_synthetic
 from submissions.models import CheckKind, CheckStatus
-from submissions.verification.checks.base import Check, CheckContext, Contribution
+from submissions.verification.checks.base import Check, Contribution
 
 
 def judge_summary(checks) -> dict:
@@ -37,9 +37,6 @@ class Judge(Check):
     contributes = ("trials awaiting a judge are not scored by the site (flag awaiting_judge) "
                    "and keep their claimed outcome; never a discrepancy")
     report_order = 5
-
-    def applies(self, ctx: CheckContext) -> bool:
-        return False
 
     def summarize(self, job, checks) -> Contribution:
         data = judge_summary(checks)

@@ -35,14 +35,6 @@ from submissions.verification.checks.base import (
 )
 
 
-def paired_inflation_p(b: int, c: int) -> float:
-    """McNemar's exact test, one-sided, as a binomial: b claimed passes that failed when the site
-    re-ran that task and attempt, c claimed failures that passed; p = P(X >= b), X ~
-    Binomial(b + c, 1/2). (The design's test, stratified by task, is the default; this is its
-    per-trial special case, design.mcnemar_p_value.)"""
-    return design.mcnemar_p_value(b, c)
-
-
 def design_of(job: VerificationJob, trials=None) -> design.Design:
     """The job's re-run design (fixed in its config when it was created), with the submission's
     reported mean cost per attempt as the cost estimate for the model-cost cap."""
@@ -55,7 +47,7 @@ def design_of(job: VerificationJob, trials=None) -> design.Design:
 def rerun_state(job: VerificationJob) -> tuple[design.RerunState, dict]:
     """The re-run so far: every counted trial in the submission's committed secret order, the
     re-run results this job recorded, and {(task name, attempt): Trial pk}."""
-    rerun_commit(submission_id=job.submission_id)  # intake made it; kept if so
+    # A read: the order intake committed (the check commits one first if a row has none).
     order = Submission.objects.values_list("rerun_sample", flat=True).get(pk=job.submission_id)
     trials = Trial.objects.filter(submission_id=job.submission_id).exclude(
         outcome=Outcome.INFRA_ERROR)
@@ -137,6 +129,7 @@ class Rerun(Check):
         re-run the trials up to the next look, test, go on while inconclusive and the caps
         allow. A resumed job starts from the rows an earlier attempt wrote."""
         agent, why = ctx.rerun_agent()
+        rerun_commit(submission_id=ctx.sub.pk)  # intake made it (kept); rows made otherwise
         tasks = {t.benchmark_task.name: t.benchmark_task for t in ctx.trials}
         tried: set = set()
         while True:
