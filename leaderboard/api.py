@@ -36,6 +36,24 @@ BENCHMARK_PATTERN = r"^([-a-zA-Z0-9_]+@[^\x00]+)?$"
 NOT_FOUND = error("no such benchmark version (or none registered yet)")
 
 
+# Each column kind of leaderboard.tables as the API's field.
+_FIELDS = {tables.INT: serializers.IntegerField, tables.FLOAT: serializers.FloatField,
+           tables.BOOL: serializers.BooleanField, tables.TEXT: serializers.CharField,
+           tables.DATE: serializers.DateField}
+
+
+def row_serializer(spec: tables.TableSpec) -> type[serializers.Serializer]:
+    """The serializer (and OpenAPI component) of one table's rows, from its declaration."""
+    fields = {}
+    for column in spec.columns:
+        options = {"allow_null": True} if column.null else {}
+        if column.help:
+            options["help_text"] = column.help
+        fields[column.name] = _FIELDS[column.kind](**options)
+    serializer = type(f"{spec.component}Serializer", (serializers.Serializer,), fields)
+    return extend_schema_serializer(component_name=spec.component)(serializer)
+
+
 def _label(name: str) -> str:
     return EntryFilterSet.base_filters[name].label
 
@@ -114,57 +132,7 @@ class LeaderboardListApi(ApiView):
     """Ranked agents, one page at a time (limit/offset, limit <= 1000), sorted and searched as
     the leaderboard page is (sort, order, q); /leaderboard.csv has every row."""
 
-    @extend_schema_serializer(component_name="LeaderboardRow")
-    class OutputSerializer(serializers.Serializer):
-        rank = serializers.IntegerField()
-        agent = serializers.CharField()
-        harness = serializers.CharField()
-        model = serializers.CharField()
-        success_rate = serializers.FloatField()
-        ci_low = serializers.FloatField()
-        ci_high = serializers.FloatField()
-        successes = serializers.IntegerField()
-        attempts = serializers.IntegerField()
-        reported_cost_per_attempt_usd = serializers.FloatField(
-            allow_null=True, help_text="mean USD per scored attempt, as the submission "
-                                       "reported it (not measured by the site)")
-        reported_mean_duration_s = serializers.FloatField(
-            allow_null=True, help_text="mean seconds per scored attempt, as the submission "
-                                       "reported it (not measured by the site)")
-        reported_mean_output_tokens = serializers.FloatField(
-            allow_null=True, help_text="mean output tokens per scored attempt, as the "
-                                       "submission reported them (not measured by the site)")
-        verified = serializers.BooleanField()
-        tie_group = serializers.IntegerField()
-        provider = serializers.CharField()
-        infra_errors = serializers.IntegerField(help_text="= infra_errors_confirmed")
-        coverage = serializers.FloatField()
-        reported_cost_per_success_usd = serializers.FloatField(
-            allow_null=True, help_text="total reported cost / successes (the cost as the "
-                                       "submission reported it)")
-        pass_at_3 = serializers.FloatField()
-        pass_hat_3 = serializers.FloatField()
-        reconstructed = serializers.BooleanField()
-        date = serializers.DateField(allow_null=True)
-        provenance = serializers.CharField()
-        claimed_successes = serializers.IntegerField()
-        flagged_trials = serializers.IntegerField()
-        infra_errors_claimed = serializers.IntegerField(
-            help_text="trials the submission reports as infrastructure errors")
-        infra_errors_confirmed = serializers.IntegerField(
-            help_text="of those, confirmed by the site (only these leave the denominator)")
-        verification_level = serializers.CharField(
-            help_text="verified | consistent | discrepancy | unverified | reconstructed (/methods/#verdicts)")
-        regraded_trials = serializers.IntegerField(allow_null=True)
-        reproduced_trials = serializers.IntegerField(allow_null=True)
-        rerun_trials = serializers.IntegerField(allow_null=True)
-        counted_trials = serializers.IntegerField(allow_null=True)
-        passes_not_reproduced_or_rerun = serializers.IntegerField(allow_null=True)
-        badge = serializers.CharField()
-        agent_id = serializers.IntegerField(help_text="stable id of the agent")
-        agent_slug = serializers.CharField(help_text="the agent page's /agents/<slug>/")
-        submission_id = serializers.IntegerField(help_text="the ranked (latest published) "
-                                                 "submission: /submissions/<id>/")
+    OutputSerializer = row_serializer(tables.LEADERBOARD)
 
     PageSerializer = extend_schema_serializer(component_name="LeaderboardPage")(type(
         "LeaderboardPageSerializer", (serializers.Serializer,), {
@@ -188,26 +156,14 @@ class LeaderboardListApi(ApiView):
         entries, count = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
                                                       window=window)
         return _page(request, count, offset, limit, [
-            dict(zip(tables.LEADERBOARD_COLUMNS, tables.leaderboard_row(e), strict=True))
+            dict(zip(tables.LEADERBOARD.names, tables.LEADERBOARD.row(e), strict=True))
             for e in entries])
 
 
 class CategoryListApi(_TableApi):
     table = "categories"
 
-    @extend_schema_serializer(component_name="CategoryRow")
-    class OutputSerializer(serializers.Serializer):
-        agent = serializers.CharField()
-        category = serializers.CharField()
-        group = serializers.CharField()
-        successes = serializers.IntegerField()
-        attempts = serializers.IntegerField()
-        success_rate = serializers.FloatField()
-        ci_low = serializers.FloatField()
-        ci_high = serializers.FloatField()
-        provenance = serializers.CharField()
-        agent_id = serializers.IntegerField(help_text="stable id of the agent")
-        submission_id = serializers.IntegerField(help_text="the ranked submission")
+    OutputSerializer = row_serializer(tables.CATEGORIES)
 
     @_list_schema(FilterQuery, OutputSerializer(many=True))
     def get(self, request: Request) -> HttpResponse:
@@ -217,16 +173,7 @@ class CategoryListApi(_TableApi):
 class GroupListApi(_TableApi):
     table = "groups"
 
-    @extend_schema_serializer(component_name="GroupRow")
-    class OutputSerializer(serializers.Serializer):
-        agent = serializers.CharField()
-        harness = serializers.CharField()
-        group = serializers.CharField()
-        macro_success_rate = serializers.FloatField()
-        pooled_success_rate = serializers.FloatField()
-        provenance = serializers.CharField()
-        agent_id = serializers.IntegerField(help_text="stable id of the agent")
-        submission_id = serializers.IntegerField(help_text="the ranked submission")
+    OutputSerializer = row_serializer(tables.GROUPS)
 
     @_list_schema(FilterQuery, OutputSerializer(many=True))
     def get(self, request: Request) -> HttpResponse:
@@ -237,16 +184,7 @@ class HarnessFamilyListApi(_TableApi):
     table = "harness-families"
     query = BenchmarkQuery
 
-    @extend_schema_serializer(component_name="HarnessFamilyRow")
-    class OutputSerializer(serializers.Serializer):
-        harness_family = serializers.CharField()
-        agents = serializers.IntegerField()
-        mean_success_rate = serializers.FloatField()
-        pooled_success_rate = serializers.FloatField()
-        imaging_macro_success_rate = serializers.FloatField(allow_null=True)
-        text_macro_success_rate = serializers.FloatField(allow_null=True)
-        imaging_pooled_success_rate = serializers.FloatField(allow_null=True)
-        text_pooled_success_rate = serializers.FloatField(allow_null=True)
+    OutputSerializer = row_serializer(tables.HARNESS_FAMILIES)
 
     @_list_schema(BenchmarkQuery, OutputSerializer(many=True),
                   "Every ranked agent of the version, by harness family: the entry filters "
@@ -258,54 +196,7 @@ class HarnessFamilyListApi(_TableApi):
 class TrialListApi(ApiView):
     """Trials of ranked agents, paginated with limit/offset (limit <= 5000)."""
 
-    @extend_schema_serializer(component_name="TrialRow")
-    class OutputSerializer(serializers.Serializer):
-        agent = serializers.CharField()
-        task = serializers.CharField()
-        category = serializers.CharField()
-        attempt = serializers.IntegerField()
-        outcome = serializers.CharField(help_text="the site's outcome (counted by every aggregate)")
-        success = serializers.BooleanField(help_text="the site's: outcome == passed")
-        reported_cost_usd = serializers.FloatField(
-            allow_null=True, help_text="USD as the submission reported it (computed from its "
-                                       "reported tokens with the dated price table when it "
-                                       "recorded none); not measured by the site")
-        reported_duration_s = serializers.FloatField(
-            allow_null=True, help_text="seconds, as the submission reported them")
-        reported_output_tokens = serializers.IntegerField(
-            allow_null=True, help_text="as the submission reported them")
-        reported_input_tokens = serializers.IntegerField(
-            allow_null=True, help_text="as the submission reported them (cached ones included)")
-        reported_cached_tokens = serializers.IntegerField(
-            allow_null=True, help_text="as the submission reported them")
-        provenance = serializers.CharField()
-        claimed_outcome = serializers.CharField(help_text="what the submitted run recorded")
-        claimed_success = serializers.BooleanField()
-        claimed_reward = serializers.FloatField(allow_null=True)
-        verified_reward = serializers.FloatField(allow_null=True,
-                                                 help_text="the site's re-grade (null: not re-graded)")
-        verification_level = serializers.CharField(
-            help_text=("re-run | reproduced | re-graded | claimed | reconstructed, strongest "
-                       "first (/methods/#verification-levels)"))
-        flags = serializers.CharField(help_text="integrity flags, ';'-separated "
-                                                "(awaiting_judge: not scored, no X-ray judge)")
-        submission = serializers.IntegerField()
-        judge_model = serializers.CharField(
-            help_text="the LLM judge model of the site's re-grade (X-ray; empty otherwise)")
-        judge_prompt_version = serializers.CharField(
-            help_text="the judge prompt's version id (X-ray; empty otherwise)")
-        trial_id = serializers.IntegerField()
-        agent_id = serializers.IntegerField()
-        grader_version = serializers.CharField(
-            help_text="<category>@<version> of the grader the site's score was graded with "
-                      "(empty: not re-graded)")
-        infra_confirmed = serializers.BooleanField(
-            help_text="a claimed infrastructure error the site counts as one (left out of the "
-                      "denominator); false for every other trial")
-        infra_confirmed_by = serializers.CharField(
-            help_text="site (its own re-attempt hit an infrastructure failure) | maintainer "
-                      "| empty")
-        infra_confirm_reason = serializers.CharField(help_text="why (public)")
+    OutputSerializer = row_serializer(tables.TRIALS)
 
     PageSerializer = extend_schema_serializer(component_name="TrialPage")(type(
         "TrialPageSerializer", (serializers.Serializer,), {

@@ -332,25 +332,26 @@ def task_catalogue(*, benchmark_version: BenchmarkVersion) -> list[BenchmarkTask
 def trial_rows(
     *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
     offset: int = 0, limit: int | None = None,
-) -> Iterator[tuple]:
-    """Per-trial rows of every ranked entry's submission (the columns of ``TRIAL_COLUMNS``:
-    the site's outcome, then the claim and the checks), streamed with a server-side cursor.
-    ``offset``/``limit`` page in the database (LIMIT/OFFSET); the order is total (id last),
-    so pages neither overlap nor skip."""
+) -> Iterator[dict]:
+    """Per-trial rows of every ranked entry's submission, as dicts (what ``tables.TRIALS``
+    reads: the site's outcome, then the claim and the checks), streamed with a server-side
+    cursor. ``offset``/``limit`` page in the database (LIMIT/OFFSET); the order is total (id
+    last), so pages neither overlap nor skip."""
     sub_ids = list(_entries(benchmark_version, filters).values_list("submission_id", flat=True))
     rows = (
         Trial.objects.filter(submission_id__in=sub_ids)
         .order_by("submission__agent__display_name", "benchmark_task__position", "attempt",
                   "submission_id", "pk")
-        .values_list(
-            "submission__agent__display_name", "benchmark_task__name",
-            "benchmark_task__category__slug", "attempt", "outcome", "success", "cost_usd",
-            "duration_s", "output_tokens", "input_tokens", "cached_tokens",
-            "submission__is_reconstructed",
-            "submission__is_verified", "claimed_outcome", "claimed_success", "reward",
-            "verified_reward", "flags", "submission_id", "verification_level",
-            "judge_model", "judge_prompt_version", "pk", "submission__agent_id",
-            "grader_version", "infra_confirmed", "infra_confirmed_by", "infra_confirm_reason",
+        .values(
+            "attempt", "outcome", "success", "cost_usd", "duration_s", "output_tokens",
+            "input_tokens", "cached_tokens", "claimed_outcome", "claimed_success", "reward",
+            "verified_reward", "flags", "submission_id", "verification_level", "judge_model",
+            "judge_prompt_version", "pk", "grader_version", "infra_confirmed",
+            "infra_confirmed_by", "infra_confirm_reason",
+            agent=F("submission__agent__display_name"), task=F("benchmark_task__name"),
+            category=F("benchmark_task__category__slug"),
+            reconstructed=F("submission__is_reconstructed"),
+            verified=F("submission__is_verified"), agent_id=F("submission__agent_id"),
         )
     )
     rows = rows[offset:] if limit is None else rows[offset:offset + limit]

@@ -1,11 +1,17 @@
 """Tabular views of selector output, shared by the CSV downloads and the JSON API so both always
-carry the same columns and values. Rates are fractions in [0, 1]."""
+carry the same columns and values. Rates are fractions in [0, 1].
+
+Each table is declared once, as a ``TableSpec``: its columns in order, each with its type,
+whether it can be empty, what it means and how its value is read. The CSV header, the
+``/downloads/`` column list, the API's row serializer (leaderboard.api.row_serializer) and its
+OpenAPI component all come from that declaration."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any, NamedTuple
 
 from leaderboard import selectors
 from evaluation.models import BenchmarkVersion
@@ -23,6 +29,42 @@ def provenance(reconstructed: bool, verified: bool) -> str:
     if reconstructed:
         return RECONSTRUCTED
     return "verified" if verified else "submitted"
+
+
+# The kinds a column can have; leaderboard.api maps each to a serializer field.
+INT, FLOAT, BOOL, TEXT, DATE = "int", "float", "bool", "text", "date"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its name, kind, whether it may be null, what it means (the API
+    schema's help text) and how its value is read from one source row."""
+
+    name: str
+    kind: str
+    get: Callable[[Any], Any]
+    null: bool = False
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table's declaration: its URL name, the API schema component of its rows, its
+    columns in order."""
+
+    name: str
+    component: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def row(self, source) -> tuple:
+        return tuple(c.get(source) for c in self.columns)
+
+    def table(self, sources: Iterable) -> Table:
+        return Table(self.name.replace("-", "_"), self.names, (self.row(s) for s in sources))
 
 
 @dataclass(frozen=True)
@@ -44,132 +86,225 @@ def _r(v: float | None, nd: int = 6) -> float | None:
     return round(v, nd) if v is not None else None
 
 
-def _checked(cov: dict) -> tuple:
-    """(re-graded, reproduced, re-run, counted, uncovered passes); None where never checked."""
-    if not cov:
-        return (None,) * 5
-    return (cov["regraded"], cov["reproduced"], cov["rerun"], cov["counted"],
-            cov["passes_uncovered"])
+def _cov(key: str) -> Callable:
+    """A coverage count of the entry's verification record; None where never checked."""
+    return lambda e: e.verification[key] if e.verification else None
 
+
+def _prov(e) -> str:
+    return provenance(e.reconstructed, e.verified)
+
+
+REPORTED = "as the submission reported it (not measured by the site)"
 
 # The first 13 columns are the published, fixed CSV interface; extras follow (stable ids last).
 # reported_*: the submission's own figures (its Harbor result.json), never measured by the site.
-LEADERBOARD_COLUMNS = (
-    "rank", "agent", "harness", "model", "success_rate", "ci_low", "ci_high", "successes",
-    "attempts", "reported_cost_per_attempt_usd", "reported_mean_duration_s",
-    "reported_mean_output_tokens", "verified", "tie_group", "provider", "infra_errors",
-    "coverage", "reported_cost_per_success_usd",
-    "pass_at_3", "pass_hat_3", "reconstructed", "date", "provenance",
-    "claimed_successes", "flagged_trials", "infra_errors_claimed",
-    "infra_errors_confirmed", "verification_level", "regraded_trials", "reproduced_trials",
-    "rerun_trials", "counted_trials", "passes_not_reproduced_or_rerun", "badge",
-    "agent_id", "agent_slug", "submission_id")
+LEADERBOARD = TableSpec("leaderboard", "LeaderboardRow", (
+    Column("rank", INT, lambda e: e.rank),
+    Column("agent", TEXT, lambda e: e.agent.display_name),
+    Column("harness", TEXT, lambda e: e.agent.harness.slug),
+    Column("model", TEXT, lambda e: e.agent.model.slug),
+    Column("success_rate", FLOAT, lambda e: _r(e.success_rate)),
+    Column("ci_low", FLOAT, lambda e: _r(e.ci_low)),
+    Column("ci_high", FLOAT, lambda e: _r(e.ci_high)),
+    Column("successes", INT, lambda e: e.successes),
+    Column("attempts", INT, lambda e: e.attempts),
+    Column("reported_cost_per_attempt_usd", FLOAT, lambda e: _money(e.cost_per_attempt_usd),
+           null=True, help=f"mean USD per scored attempt, {REPORTED}"),
+    Column("reported_mean_duration_s", FLOAT, lambda e: _r(e.mean_duration_s, 1), null=True,
+           help=f"mean seconds per scored attempt, {REPORTED}"),
+    Column("reported_mean_output_tokens", FLOAT, lambda e: _r(e.mean_output_tokens, 1),
+           null=True, help="mean output tokens per scored attempt, as the submission reported "
+                           "them (not measured by the site)"),
+    Column("verified", BOOL, lambda e: e.verified),
+    Column("tie_group", INT, lambda e: e.tie_group),
+    Column("provider", TEXT, lambda e: e.agent.model.provider),
+    Column("infra_errors", INT, lambda e: e.infra_errors, help="= infra_errors_confirmed"),
+    Column("coverage", FLOAT, lambda e: _r(e.coverage)),
+    Column("reported_cost_per_success_usd", FLOAT, lambda e: _money(e.cost_per_success_usd),
+           null=True, help="total reported cost / successes (the cost as the submission "
+                           "reported it)"),
+    Column("pass_at_3", FLOAT, lambda e: _r(e.pass_at_k)),
+    Column("pass_hat_3", FLOAT, lambda e: _r(e.pass_hat_k)),
+    Column("reconstructed", BOOL, lambda e: e.reconstructed),
+    Column("date", DATE, lambda e: e.submitted_on.isoformat() if e.submitted_on else None,
+           null=True),
+    Column("provenance", TEXT, _prov),
+    Column("claimed_successes", INT, lambda e: e.claimed_successes),
+    Column("flagged_trials", INT, lambda e: e.flagged_trials),
+    Column("infra_errors_claimed", INT, lambda e: e.infra_errors_claimed,
+           help="trials the submission reports as infrastructure errors"),
+    Column("infra_errors_confirmed", INT, lambda e: e.infra_errors,
+           help="of those, confirmed by the site (only these leave the denominator)"),
+    Column("verification_level", TEXT, lambda e: e.verification_level,
+           help="verified | consistent | discrepancy | unverified | reconstructed "
+                "(/methods/#verdicts)"),
+    Column("regraded_trials", INT, _cov("regraded"), null=True),
+    Column("reproduced_trials", INT, _cov("reproduced"), null=True),
+    Column("rerun_trials", INT, _cov("rerun"), null=True),
+    Column("counted_trials", INT, _cov("counted"), null=True),
+    Column("passes_not_reproduced_or_rerun", INT, _cov("passes_uncovered"), null=True),
+    Column("badge", TEXT, lambda e: e.badge),
+    Column("agent_id", INT, lambda e: e.agent_id, help="stable id of the agent"),
+    Column("agent_slug", TEXT, lambda e: e.agent.slug,
+           help="the agent page's /agents/<slug>/"),
+    Column("submission_id", INT, lambda e: e.submission_id,
+           help="the ranked (latest published) submission: /submissions/<id>/"),
+))
+LEADERBOARD_COLUMNS = LEADERBOARD.names
 
 
 def leaderboard_row(e) -> tuple:
     """One entry as the leaderboard CSV/API row (LEADERBOARD_COLUMNS)."""
-    return (e.rank, e.agent.display_name, e.agent.harness.slug, e.agent.model.slug,
-            _r(e.success_rate), _r(e.ci_low), _r(e.ci_high), e.successes, e.attempts,
-            _money(e.cost_per_attempt_usd), _r(e.mean_duration_s, 1),
-            _r(e.mean_output_tokens, 1), e.verified, e.tie_group, e.agent.model.provider,
-            e.infra_errors, _r(e.coverage), _money(e.cost_per_success_usd), _r(e.pass_at_k),
-            _r(e.pass_hat_k), e.reconstructed,
-            e.submitted_on.isoformat() if e.submitted_on else None,
-            provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials,
-            e.infra_errors_claimed, e.infra_errors, e.verification_level,
-            *_checked(e.verification), e.badge, e.agent_id, e.agent.slug, e.submission_id)
+    return LEADERBOARD.row(e)
 
 
 def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
-    entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
-    return Table("leaderboard", LEADERBOARD_COLUMNS, [leaderboard_row(e) for e in entries])
+    return LEADERBOARD.table(selectors.leaderboard_rows(benchmark_version=bv, filters=filters))
+
+
+class _CategoryCell(NamedTuple):
+    entry: Any
+    category: Any
+    result: Any
+
+
+CATEGORIES = TableSpec("categories", "CategoryRow", (
+    Column("agent", TEXT, lambda s: s.entry.agent.display_name),
+    Column("category", TEXT, lambda s: s.category.slug),
+    Column("group", TEXT, lambda s: s.category.group),
+    Column("successes", INT, lambda s: s.result.successes),
+    Column("attempts", INT, lambda s: s.result.attempts),
+    Column("success_rate", FLOAT, lambda s: _r(s.result.success_rate)),
+    Column("ci_low", FLOAT, lambda s: _r(s.result.ci_low)),
+    Column("ci_high", FLOAT, lambda s: _r(s.result.ci_high)),
+    Column("provenance", TEXT, lambda s: _prov(s.entry)),
+    Column("agent_id", INT, lambda s: s.entry.agent_id, help="stable id of the agent"),
+    Column("submission_id", INT, lambda s: s.entry.submission_id, help="the ranked submission"),
+))
 
 
 def categories_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     categories, entries = selectors.category_matrix(benchmark_version=bv, filters=filters)
-    rows = []
-    for e in entries:
-        for c in categories:
-            ce = e.category_results.get(c.slug)
-            if ce is None:
-                continue
-            rows.append((e.agent.display_name, c.slug, c.group, ce.successes, ce.attempts,
-                         _r(ce.success_rate), _r(ce.ci_low), _r(ce.ci_high),
-                         provenance(e.reconstructed, e.verified), e.agent_id, e.submission_id))
-    return Table("categories", ("agent", "category", "group", "successes", "attempts",
-                                "success_rate", "ci_low", "ci_high", "provenance", "agent_id",
-                                "submission_id"), rows)
+    return CATEGORIES.table(
+        _CategoryCell(e, c, e.category_results[c.slug])
+        for e in entries for c in categories if c.slug in e.category_results)
+
+
+class _GroupRate(NamedTuple):
+    entry: Any
+    group: str
+    macro: float | None
+    pooled: float | None
+
+
+GROUPS = TableSpec("groups", "GroupRow", (
+    Column("agent", TEXT, lambda s: s.entry.agent.display_name),
+    Column("harness", TEXT, lambda s: s.entry.agent.harness.slug),
+    Column("group", TEXT, lambda s: s.group),
+    Column("macro_success_rate", FLOAT, lambda s: _r(s.macro)),
+    Column("pooled_success_rate", FLOAT, lambda s: _r(s.pooled)),
+    Column("provenance", TEXT, lambda s: _prov(s.entry)),
+    Column("agent_id", INT, lambda s: s.entry.agent_id, help="stable id of the agent"),
+    Column("submission_id", INT, lambda s: s.entry.submission_id, help="the ranked submission"),
+))
 
 
 def groups_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
-    rows = []
-    for e in entries:
-        for group, macro, pooled in (("imaging", e.imaging_macro, e.imaging_pooled),
-                                     ("text", e.text_macro, e.text_pooled)):
-            if macro is None:
-                continue
-            rows.append((e.agent.display_name, e.agent.harness.slug, group, _r(macro),
-                         _r(pooled), provenance(e.reconstructed, e.verified), e.agent_id,
-                         e.submission_id))
-    return Table("groups", ("agent", "harness", "group", "macro_success_rate",
-                            "pooled_success_rate", "provenance", "agent_id", "submission_id"),
-                 rows)
+    return GROUPS.table(
+        rate for e in entries
+        for rate in (_GroupRate(e, "imaging", e.imaging_macro, e.imaging_pooled),
+                     _GroupRate(e, "text", e.text_macro, e.text_pooled))
+        if rate.macro is not None)
+
+
+HARNESS_FAMILIES = TableSpec("harness-families", "HarnessFamilyRow", (
+    Column("harness_family", TEXT, lambda a: a.key),
+    Column("agents", INT, lambda a: a.agents),
+    Column("mean_success_rate", FLOAT, lambda a: _r(a.mean_success_rate)),
+    Column("pooled_success_rate", FLOAT, lambda a: _r(a.pooled_success_rate)),
+    Column("imaging_macro_success_rate", FLOAT, lambda a: _r(a.imaging_macro), null=True),
+    Column("text_macro_success_rate", FLOAT, lambda a: _r(a.text_macro), null=True),
+    Column("imaging_pooled_success_rate", FLOAT, lambda a: _r(a.imaging_pooled), null=True),
+    Column("text_pooled_success_rate", FLOAT, lambda a: _r(a.text_pooled), null=True),
+))
 
 
 def harness_families_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
-    aggs = selectors.harness_family_aggregates(benchmark_version=bv)
-    return Table(
-        "harness_families",
-        ("harness_family", "agents", "mean_success_rate", "pooled_success_rate",
-         "imaging_macro_success_rate", "text_macro_success_rate", "imaging_pooled_success_rate",
-         "text_pooled_success_rate"),
-        [(a.key, a.agents, _r(a.mean_success_rate), _r(a.pooled_success_rate),
-          _r(a.imaging_macro), _r(a.text_macro), _r(a.imaging_pooled), _r(a.text_pooled))
-         for a in aggs],
-    )
+    return HARNESS_FAMILIES.table(selectors.harness_family_aggregates(benchmark_version=bv))
 
 
 def flags_text(flags: list | None) -> str:
     return ";".join(flags or [])
 
 
+def _t(key: str) -> Callable[[dict], Any]:
+    """A trial column read as it is from selectors.trial_rows' row."""
+    return lambda r: r[key]
+
+
 # outcome and success are the site's (what every aggregate counts); the claim follows.
 # reported_*: the submission's own figures (its Harbor result.json), never measured by the site.
-TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success",
-                 "reported_cost_usd", "reported_duration_s", "reported_output_tokens",
-                 "reported_input_tokens", "reported_cached_tokens", "provenance",
-                 "claimed_outcome",
-                 "claimed_success", "claimed_reward", "verified_reward", "verification_level",
-                 "flags", "submission", "judge_model", "judge_prompt_version", "trial_id",
-                 "agent_id", "grader_version", "infra_confirmed", "infra_confirmed_by",
-                 "infra_confirm_reason")
+TRIALS = TableSpec("trials", "TrialRow", (
+    Column("agent", TEXT, _t("agent")),
+    Column("task", TEXT, _t("task")),
+    Column("category", TEXT, _t("category")),
+    Column("attempt", INT, _t("attempt")),
+    Column("outcome", TEXT, _t("outcome"),
+           help="the site's outcome (counted by every aggregate)"),
+    Column("success", BOOL, _t("success"), help="the site's: outcome == passed"),
+    Column("reported_cost_usd", FLOAT, lambda r: _money(r["cost_usd"]), null=True,
+           help="USD as the submission reported it (computed from its reported tokens with "
+                "the dated price table when it recorded none); not measured by the site"),
+    Column("reported_duration_s", FLOAT, _t("duration_s"), null=True,
+           help="seconds, as the submission reported them"),
+    Column("reported_output_tokens", INT, _t("output_tokens"), null=True,
+           help="as the submission reported them"),
+    Column("reported_input_tokens", INT, _t("input_tokens"), null=True,
+           help="as the submission reported them (cached ones included)"),
+    Column("reported_cached_tokens", INT, _t("cached_tokens"), null=True,
+           help="as the submission reported them"),
+    Column("provenance", TEXT, lambda r: provenance(r["reconstructed"], r["verified"])),
+    Column("claimed_outcome", TEXT, _t("claimed_outcome"),
+           help="what the submitted run recorded"),
+    Column("claimed_success", BOOL, _t("claimed_success")),
+    Column("claimed_reward", FLOAT, _t("reward"), null=True),
+    Column("verified_reward", FLOAT, _t("verified_reward"), null=True,
+           help="the site's re-grade (null: not re-graded)"),
+    Column("verification_level", TEXT,
+           lambda r: "reconstructed" if r["reconstructed"] else r["verification_level"],
+           help="re-run | reproduced | re-graded | claimed | reconstructed, strongest first "
+                "(/methods/#verification-levels)"),
+    Column("flags", TEXT, lambda r: flags_text(r["flags"]),
+           help="integrity flags, ';'-separated (awaiting_judge: not scored, no X-ray judge)"),
+    Column("submission", INT, _t("submission_id")),
+    Column("judge_model", TEXT, _t("judge_model"),
+           help="the LLM judge model of the site's re-grade (X-ray; empty otherwise)"),
+    Column("judge_prompt_version", TEXT, _t("judge_prompt_version"),
+           help="the judge prompt's version id (X-ray; empty otherwise)"),
+    Column("trial_id", INT, _t("pk")),
+    Column("agent_id", INT, _t("agent_id")),
+    Column("grader_version", TEXT, _t("grader_version"),
+           help="<category>@<version> of the grader the site's score was graded with "
+                "(empty: not re-graded)"),
+    Column("infra_confirmed", BOOL, _t("infra_confirmed"),
+           help="a claimed infrastructure error the site counts as one (left out of the "
+                "denominator); false for every other trial"),
+    Column("infra_confirmed_by", TEXT, _t("infra_confirmed_by"),
+           help="site (its own re-attempt hit an infrastructure failure) | maintainer | empty"),
+    Column("infra_confirm_reason", TEXT, _t("infra_confirm_reason"), help="why (public)"),
+))
+TRIAL_COLUMNS = TRIALS.names
 
 
 def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters, *, offset: int = 0,
                  limit: int | None = None) -> Table:
     """Every trial row, or the page offset..offset+limit of them, read from the database."""
-    rows = (
-        (agent, task, cat, attempt, outcome, success, _money(cost), duration, out_tokens,
-         in_tokens, cached_tokens, provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
-         verified_reward, "reconstructed" if reconstructed else level, flags_text(flags),
-         submission, judge_model, judge_prompt_version, trial_id, agent_id, grader_version,
-         infra_confirmed, infra_by, infra_reason)
-        for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens, in_tokens,
-        cached_tokens, reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
-        flags, submission, level, judge_model, judge_prompt_version, trial_id, agent_id,
-        grader_version, infra_confirmed, infra_by, infra_reason
-        in selectors.trial_rows(benchmark_version=bv, filters=filters, offset=offset,
-                                limit=limit)
-    )
-    return Table("trials", TRIAL_COLUMNS, rows)
+    return TRIALS.table(selectors.trial_rows(benchmark_version=bv, filters=filters,
+                                             offset=offset, limit=limit))
 
 
-# outcomes are the site's codes per attempt (OUTCOME_LETTERS; outcome_names spells them out);
-# claimed_outcomes the submission's; flags one ";"-list per attempt, attempts separated by "|".
-TASK_MATRIX_COLUMNS = ("agent", "task", "category", "outcomes", "successes", "provenance",
-                       "claimed_outcomes", "flags", "outcome_names", "agent_id",
-                       "submission_id", "task_id")
 # The letters of outcomes/claimed_outcomes (submissions.models.OUTCOME_CODES), as documented on
 # /downloads/.
 OUTCOME_LETTERS = {code: str(outcome) for outcome, code in OUTCOME_CODES.items()}
@@ -179,32 +314,63 @@ def outcome_names(codes: str) -> str:
     return "|".join(OUTCOME_LETTERS[c] for c in codes)
 
 
+class _MatrixCell(NamedTuple):
+    entry: Any
+    task: Any
+    cell: Any
+
+
+def _cell(read: Callable, empty="") -> Callable[[_MatrixCell], Any]:
+    return lambda s: read(s.cell) if s.cell else empty
+
+
+# outcomes are the site's codes per attempt (OUTCOME_LETTERS; outcome_names spells them out);
+# claimed_outcomes the submission's; flags one ";"-list per attempt, attempts separated by "|".
+TASK_MATRIX = TableSpec("task-matrix", "TaskMatrixRow", (
+    Column("agent", TEXT, lambda s: s.entry.agent.display_name),
+    Column("task", TEXT, lambda s: s.task.name),
+    Column("category", TEXT, lambda s: s.task.category.slug),
+    Column("outcomes", TEXT, _cell(lambda c: c.outcomes)),
+    Column("successes", INT, _cell(lambda c: c.successes, 0)),
+    Column("provenance", TEXT, lambda s: _prov(s.entry)),
+    Column("claimed_outcomes", TEXT, _cell(lambda c: c.claimed_outcomes)),
+    Column("flags", TEXT, _cell(lambda c: "|".join(flags_text(f) for f in c.flags))),
+    Column("outcome_names", TEXT, _cell(lambda c: outcome_names(c.outcomes))),
+    Column("agent_id", INT, lambda s: s.entry.agent_id),
+    Column("submission_id", INT, lambda s: s.entry.submission_id),
+    Column("task_id", INT, lambda s: s.task.pk),
+))
+TASK_MATRIX_COLUMNS = TASK_MATRIX.names
+
+
 def task_matrix_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     tasks, entries = selectors.task_matrix(benchmark_version=bv, filters=filters)
-    rows = []
-    for e in entries:
-        for t, cell in zip(tasks, e.cell_list, strict=True):
-            rows.append((e.agent.display_name, t.name, t.category.slug,
-                         cell.outcomes if cell else "", cell.successes if cell else 0,
-                         provenance(e.reconstructed, e.verified),
-                         cell.claimed_outcomes if cell else "",
-                         "|".join(flags_text(f) for f in cell.flags) if cell else "",
-                         outcome_names(cell.outcomes) if cell else "", e.agent_id,
-                         e.submission_id, t.pk))
-    return Table("task_matrix", TASK_MATRIX_COLUMNS, rows)
+    return TASK_MATRIX.table(
+        _MatrixCell(e, t, cell)
+        for e in entries for t, cell in zip(tasks, e.cell_list, strict=True))
+
+
+TASKS = TableSpec("tasks", "TaskRow", (
+    Column("task", TEXT, lambda t: t.name),
+    Column("category", TEXT, lambda t: t.category.slug),
+    Column("group", TEXT, lambda t: t.category.group),
+    Column("modality", TEXT, lambda t: t.category.modality),
+    Column("data_source", TEXT, lambda t: t.category.data_source),
+    Column("access", TEXT, lambda t: t.category.access),
+    Column("success_criterion", TEXT, lambda t: t.category.success_criterion),
+    Column("runnable_here", BOOL, lambda t: t.runnable_here),
+    Column("solved_attempts", INT, lambda t: t.solved),
+    Column("scored_attempts", INT, lambda t: t.scored),
+    Column("solve_rate", FLOAT, lambda t: _r(t.solve_rate), null=True),
+))
 
 
 def tasks_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
-    tasks = selectors.task_catalogue(benchmark_version=bv)
-    return Table(
-        "tasks",
-        ("task", "category", "group", "modality", "data_source", "access", "success_criterion",
-         "runnable_here", "solved_attempts", "scored_attempts", "solve_rate"),
-        [(t.name, t.category.slug, t.category.group, t.category.modality, t.category.data_source,
-          t.category.access, t.category.success_criterion, t.runnable_here, t.solved, t.scored,
-          _r(t.solve_rate)) for t in tasks],
-    )
+    return TASKS.table(selectors.task_catalogue(benchmark_version=bv))
 
+
+SPECS = {spec.name: spec for spec in (LEADERBOARD, CATEGORIES, GROUPS, HARNESS_FAMILIES,
+                                      TRIALS, TASK_MATRIX, TASKS)}
 
 TABLES = {
     "leaderboard": leaderboard_table,
@@ -216,20 +382,5 @@ TABLES = {
     "tasks": tasks_table,
 }
 
-
-# Each CSV's columns, for the downloads page (the small tables' headers are fixed here too).
-COLUMNS_OF = {
-    "leaderboard": LEADERBOARD_COLUMNS,
-    "categories": ("agent", "category", "group", "successes", "attempts", "success_rate",
-                   "ci_low", "ci_high", "provenance", "agent_id", "submission_id"),
-    "groups": ("agent", "harness", "group", "macro_success_rate", "pooled_success_rate",
-               "provenance", "agent_id", "submission_id"),
-    "harness-families": ("harness_family", "agents", "mean_success_rate", "pooled_success_rate",
-                         "imaging_macro_success_rate", "text_macro_success_rate",
-                         "imaging_pooled_success_rate", "text_pooled_success_rate"),
-    "trials": TRIAL_COLUMNS,
-    "task-matrix": TASK_MATRIX_COLUMNS,
-    "tasks": ("task", "category", "group", "modality", "data_source", "access",
-              "success_criterion", "runnable_here", "solved_attempts", "scored_attempts",
-              "solve_rate"),
-}
+# Each CSV's columns, for the downloads page.
+COLUMNS_OF = {name: spec.names for name, spec in SPECS.items()}
