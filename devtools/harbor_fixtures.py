@@ -205,30 +205,33 @@ def _apply_overrides(doc: dict, overrides: dict) -> dict:
     return doc
 
 
-def build_job_dir(
-    root: Path | str,
-    tasks: dict[str, str],
-    *,
-    attempts: int = 3,
-    agent: str = "oracle",
-    model: str | None = None,
-    agent_kwargs: dict | None = None,
-    harbor_version: str = "0.25.0",
-    overrides: dict | None = None,
-    outputs: dict[str, bytes | dict[str, bytes]] | None = None,
-    output_paths: dict[str, str] | None = None,
-    checksums: dict[str, str] | None = None,
-    rewards: dict[str, list[float]] | None = None,
-    exceptions: dict[tuple[str, int], str] | None = None,
-    tokens=_DEFAULT,
-    cost_usd=_DEFAULT,
-    job_name: str = "2026-12-02__09-18-40",
-    started: datetime | None = None,
-    tasks_dir: Path | None = None,
-    exclude_defaults: bool = False,
-    trajectories: dict[str, dict] | None = None,
-) -> BuiltJob:
-    """Write ``root/<job_name>/`` like ``harbor run -p tasks -a <agent> -m <model> -k <attempts>``.
+@dataclass
+class _Phases:
+    """One trial's timestamps, as Harbor records them (start, the four phases, finish)."""
+
+    start: datetime
+    env_setup: tuple[datetime, datetime]
+    agent_setup: tuple[datetime, datetime]
+    agent_exec: tuple[datetime, datetime]
+    verify: tuple[datetime, datetime]
+    finish: datetime
+
+    @classmethod
+    def from_start(cls, t0: datetime) -> _Phases:
+        s = timedelta(seconds=1)
+        env = (t0 + 0.1 * s, t0 + 2.1 * s)
+        agent_setup = (env[1] + 0.1 * s, env[1] + 0.4 * s)
+        agent_exec = (agent_setup[1] + 0.1 * s, agent_setup[1] + 95.5 * s)
+        verify = (agent_exec[1] + 0.2 * s, agent_exec[1] + 3.2 * s)
+        return cls(t0, env, agent_setup, agent_exec, verify, verify[1] + 1.5 * s)
+
+
+@dataclass
+class HarborJobBuilder:
+    """Writes ``root/<job_name>/`` like ``harbor run -p tasks -a <agent> -m <model> -k
+    <attempts>``; every field has a default, so a test names only what it changes::
+
+        HarborJobBuilder(spec.tasks, agent="codex", model="openai/gpt-5.5").build(tmp_path)
 
     ``tasks``: benchmark task name (``<category>/<task_id>``) -> content digest (written to each
     trial's lock.json as ``sha256:<digest>``; Harbor 0.1.x has no lock). ``checksums``: task ->
@@ -242,33 +245,83 @@ def build_job_dir(
     ``rewards``: task -> per-attempt rewards (default 1.0). ``exceptions``: (task, attempt) ->
     Harbor exception type recorded in exception_info. ``exclude_defaults``: write 0.2x trial
     config.json as Harbor 0.20 did (only non-default keys); 0.25/0.26 write full dumps.
+    ``trajectories``: task -> the ATIF document every attempt of it records.
     """
-    modern = not harbor_version.startswith("0.1.")
-    root = Path(root)
-    job_dir = root / job_name
-    job_dir.mkdir(parents=True, exist_ok=False)
-    output_paths = output_paths or {}
-    outputs = outputs or {}
-    checksums = checksums or {}
-    rewards = rewards or {}
-    exceptions = exceptions or {}
-    agent_kwargs = agent_kwargs or {}
-    if tokens is _DEFAULT:
-        tokens = (182_311, 150_400, 6_120) if model else None
-    if cost_usd is _DEFAULT:
-        cost_usd = 0.42 if model else None
-    version = AGENT_VERSIONS.get(agent, "unknown")
-    start = started or datetime(2026, 12, 2, 9, 18, 40, 573803)
-    job_id = _uuid("job", job_name, harbor_version)
-    output_paths = {t: output_paths.get(t) or default_output_path(t) for t in tasks}
-    container_outputs = sorted(set(output_paths.values()))
-    agent_full = _agent_config(agent, model, agent_kwargs, modern, full=True)
 
-    # ---------------------------------------------------------------- job config
-    if modern:
-        job_config = {
-            "schema_version": 1, "job_name": job_name, "jobs_dir": "jobs",
-            "n_attempts": attempts, "install_only": False, "skip_credential_checks": False,
+    tasks: dict[str, str]
+    attempts: int = 3
+    agent: str = "oracle"
+    model: str | None = None
+    agent_kwargs: dict = field(default_factory=dict)
+    harbor_version: str = "0.25.0"
+    overrides: dict = field(default_factory=dict)
+    outputs: dict[str, bytes | dict[str, bytes]] = field(default_factory=dict)
+    output_paths: dict[str, str] = field(default_factory=dict)
+    checksums: dict[str, str] = field(default_factory=dict)
+    rewards: dict[str, list[float]] = field(default_factory=dict)
+    exceptions: dict[tuple[str, int], str] = field(default_factory=dict)
+    tokens: tuple[int, int, int] | None | object = _DEFAULT
+    cost_usd: float | None | object = _DEFAULT
+    job_name: str = "2026-12-02__09-18-40"
+    started: datetime | None = None
+    tasks_dir: Path | None = None
+    exclude_defaults: bool = False
+    trajectories: dict[str, dict] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("agent_kwargs", "overrides", "outputs", "output_paths", "checksums",
+                     "rewards", "exceptions", "trajectories"):
+            if getattr(self, name) is None:  # callers may pass None for "the default"
+                setattr(self, name, {})
+        if self.tokens is _DEFAULT:
+            self.tokens = (182_311, 150_400, 6_120) if self.model else None
+        if self.cost_usd is _DEFAULT:
+            self.cost_usd = 0.42 if self.model else None
+        self.modern = not self.harbor_version.startswith("0.1.")
+        self.version = AGENT_VERSIONS.get(self.agent, "unknown")
+        self.start = self.started or datetime(2026, 12, 2, 9, 18, 40, 573803)
+        self.job_id = _uuid("job", self.job_name, self.harbor_version)
+        self.output_paths = {t: self.output_paths.get(t) or default_output_path(t)
+                             for t in self.tasks}
+        self.container_outputs = sorted(set(self.output_paths.values()))
+        self.agent_full = _agent_config(self.agent, self.model, self.agent_kwargs, self.modern,
+                                        full=True)
+
+    # ------------------------------------------------------------------------------ the job
+    def build(self, root: Path | str) -> BuiltJob:
+        job_dir = Path(root) / self.job_name
+        job_dir.mkdir(parents=True, exist_ok=False)
+        write_json(job_dir / "config.json", _apply_overrides(self._job_config(), {
+            k: v for k, v in self.overrides.items() if "." not in k or k.split(".")[0] in (
+                "environment", "verifier")}))
+        built = BuiltJob(job_dir=job_dir, harbor_version=self.harbor_version)
+        self._locks, self._rewards, self._exceptions = [], {}, {}
+        self._n_errors, self._totals = 0, [0, 0, 0]
+        clock = self.start
+        for name, digest in self.tasks.items():
+            for attempt in range(1, self.attempts + 1):
+                phases = _Phases.from_start(clock)
+                built.trials.setdefault(name, []).append(
+                    self._trial(job_dir, name, digest, attempt, phases))
+                clock = phases.finish + timedelta(seconds=0.25)
+        self._write_job_result(job_dir, end=clock)
+        return built
+
+    def _job_config(self) -> dict:
+        if not self.modern:
+            return {
+                "job_name": self.job_name, "jobs_dir": "jobs", "n_attempts": self.attempts,
+                "timeout_multiplier": 1.0,
+                "orchestrator": {"type": "local", "n_concurrent_trials": 4, "quiet": False,
+                                 "retry": _retry(False), "kwargs": {}},
+                "metrics": [], "environment": _environment_config(False, full=True),
+                "verifier": _verifier_config(False, full=True), "agents": [self.agent_full],
+                "datasets": [{"path": "tasks", "task_names": None, "exclude_task_names": None}],
+                "tasks": [],
+            }
+        return {
+            "schema_version": 1, "job_name": self.job_name, "jobs_dir": "jobs",
+            "n_attempts": self.attempts, "install_only": False, "skip_credential_checks": False,
             "timeout_multiplier": 1.0, "agent_timeout_multiplier": None,
             "verifier_timeout_multiplier": None, "agent_setup_timeout_multiplier": None,
             "environment_build_timeout_multiplier": None, "debug": False,
@@ -276,241 +329,221 @@ def build_job_dir(
             "override_error_policy": {},
             "environment": _environment_config(True, full=True),
             "verifier": _verifier_config(True, full=True),
-            "metrics": [], "agents": [agent_full], "user_agent": None,
+            "metrics": [], "agents": [self.agent_full], "user_agent": None,
             "datasets": [{"path": "tasks", "name": None, "version": None, "ref": None,
                           "registry_url": None, "registry_path": None, "overwrite": False,
                           "download_dir": None, "task_names": None, "exclude_task_names": None,
                           "n_tasks": None}],
-            "tasks": [], "artifacts": container_outputs, "extra_instruction_paths": [],
+            "tasks": [], "artifacts": self.container_outputs, "extra_instruction_paths": [],
             "extra_instructions": [], "source_jobs": [],
         }
-    else:
-        job_config = {
-            "job_name": job_name, "jobs_dir": "jobs", "n_attempts": attempts,
+
+    def _write_job_result(self, job_dir: Path, end: datetime) -> None:
+        n_trials = len(self.tasks) * self.attempts
+        model = self.model
+        evals_key = f"{self.agent}__{model.split('/', 1)[-1] if model else 'adhoc'}"
+        mean = (sum(float(k) * len(v) for k, v in self._rewards.items()) / n_trials
+                if n_trials else 0.0)
+        n_errors, totals, tokens = self._n_errors, self._totals, self.tokens
+        if self.modern:
+            job_result = {
+                "id": self.job_id, "started_at": _ts(self.start, True),
+                "updated_at": _ts(end, True), "finished_at": _ts(end, True),
+                "n_total_trials": n_trials,
+                "stats": {"n_completed_trials": n_trials, "n_errored_trials": n_errors,
+                          "n_running_trials": 0, "n_pending_trials": 0,
+                          "n_cancelled_trials": 0, "n_retries": 0,
+                          "evals": {evals_key: {"n_trials": n_trials, "n_errors": n_errors,
+                                                "metrics": [{"mean": mean}], "pass_at_k": {},
+                                                "reward_stats": {"reward": self._rewards},
+                                                "exception_stats": self._exceptions}},
+                          "n_input_tokens": totals[0] if tokens else None,
+                          "n_cache_tokens": totals[1] if tokens else None,
+                          "n_output_tokens": totals[2] if tokens else None,
+                          "cost_usd": (self.cost_usd * n_trials)
+                          if self.cost_usd is not None else None},
+            }
+            write_json(job_dir / "lock.json", {
+                "schema_version": 3, "created_at": _ts(self.start, True),
+                "harbor": {"version": self.harbor_version, "git_commit_hash": None,
+                           "is_editable": False},
+                "n_concurrent_trials": 4, "retry": _retry(True), "trials": self._locks})
+        else:
+            job_result = {
+                "id": self.job_id, "started_at": _ts(self.start, False),
+                "finished_at": _ts(end, False), "n_total_trials": n_trials,
+                "stats": {"n_trials": n_trials, "n_errors": n_errors,
+                          "evals": {evals_key.replace("/", "-"): {
+                              "n_trials": n_trials, "n_errors": n_errors,
+                              "metrics": [{"mean": mean}],
+                              "reward_stats": {"reward": self._rewards},
+                              "exception_stats": self._exceptions}}},
+            }
+        write_json(job_dir / "result.json", job_result)
+        (job_dir / "job.log").write_text(
+            f"{_ts(self.start, False)} INFO Starting job {self.job_name} with {n_trials} "
+            f"trials\n{_ts(end, False)} INFO Job {self.job_name} finished: {n_trials} trials, "
+            f"{n_errors} errors\n")
+
+    # ---------------------------------------------------------------------------- a trial
+    def _trial(self, job_dir: Path, name: str, digest: str, attempt: int,
+               phases: _Phases) -> Path:
+        short = harbor_task_name(name).split("/", 1)[1]
+        trial_name = f"{short[:32]}__{_suffix(self.job_name, name, attempt)}"
+        trial_dir = job_dir / trial_name
+        config_full, config_file = self._trial_config(name, trial_name)
+        write_json(trial_dir / "config.json", config_file)
+        if self.modern:
+            lock = _apply_overrides({
+                "schema_version": 2,
+                "task": {"name": harbor_task_name(name), "type": "local",
+                         "digest": f"sha256:{digest}", "path": f"tasks/{name}"},
+                "install_only": False, "timeout_multiplier": 1.0,
+                "agent": _agent_config(self.agent, self.model, self.agent_kwargs, True,
+                                       full=False),
+                "skills": [], "environment": {"type": "docker"},
+                "verifier": {"environment_mode": "shared"},
+            }, self.overrides)
+            write_json(trial_dir / "lock.json", lock)
+            self._locks.append(lock)
+        reward = (self.rewards.get(name) or [1.0] * self.attempts)[attempt - 1]
+        exc_type = self.exceptions.get((name, attempt))
+        write_json(trial_dir / "result.json", self._trial_result(
+            name, attempt, trial_name, digest, config_full, reward, exc_type, phases))
+        if exc_type:
+            self._n_errors += 1
+            self._exceptions.setdefault(exc_type, []).append(trial_name)
+            (trial_dir / "exception.txt").write_text(
+                f"Traceback (most recent call last):\n  ...\n{exc_type}: trial failed\n")
+        self._rewards.setdefault(str(float(reward)), []).append(trial_name)
+        (trial_dir / "trial.log").write_text(
+            f"{_ts(phases.start, False)} INFO Starting trial {trial_name}\n"
+            f"{_ts(phases.agent_exec[0], False)} INFO Running agent {self.agent}\n"
+            f"{_ts(phases.verify[0], False)} INFO Running verifier\n"
+            f"{_ts(phases.finish, False)} INFO Trial {trial_name} finished (reward {reward})\n")
+        self._write_agent_dir(trial_dir, name, attempt)
+        write_json(trial_dir / "verifier" / "reward.json", {"reward": reward}, indent=2)
+        (trial_dir / "verifier" / "test-stdout.txt").write_text(
+            f'{{"passed": {"true" if reward >= 1 else "false"}, "metrics": {{}}}}\n')
+        self._write_artifacts(trial_dir, name)
+        return trial_dir
+
+    def _trial_config(self, name: str, trial_name: str) -> tuple[dict, dict]:
+        """(the full dump result.json embeds, the trial's config.json)."""
+        modern, task_path = self.modern, f"tasks/{name}"
+        config_full = {
+            **({"schema_version": 1} if modern else {}),
+            "task": ({"path": task_path, "git_url": None, "git_commit_id": None,
+                      "name": None, "ref": None, "overwrite": False, "download_dir": None,
+                      "source": None} if modern else
+                     {"path": task_path, "git_url": None, "git_commit_id": None,
+                      "overwrite": False, "download_dir": None, "source": None}),
+            "trial_name": trial_name, "trials_dir": f"jobs/{self.job_name}",
+            **({"install_only": False} if modern else {}),
             "timeout_multiplier": 1.0,
-            "orchestrator": {"type": "local", "n_concurrent_trials": 4, "quiet": False,
-                             "retry": _retry(False), "kwargs": {}},
-            "metrics": [], "environment": _environment_config(False, full=True),
-            "verifier": _verifier_config(False, full=True), "agents": [agent_full],
-            "datasets": [{"path": "tasks", "task_names": None, "exclude_task_names": None}],
-            "tasks": [],
+            **({"agent_timeout_multiplier": None, "verifier_timeout_multiplier": None,
+                "agent_setup_timeout_multiplier": None,
+                "environment_build_timeout_multiplier": None} if modern else {}),
+            "agent": self.agent_full,
+            **({"user_agent": None} if modern else {}),
+            "environment": _environment_config(modern, full=True),
+            "verifier": _verifier_config(modern, full=True),
+            **({"override_error_policy": {}, "artifacts": self.container_outputs,
+                "extra_instruction_paths": [], "extra_instructions": []}
+               if modern else {}),
+            "job_id": self.job_id,
+            **({"source_trial": None} if modern else {}),
         }
-    write_json(job_dir / "config.json", _apply_overrides(job_config, {
-        k: v for k, v in (overrides or {}).items() if "." not in k or k.split(".")[0] in (
-            "environment", "verifier")}))
+        config_full = _apply_overrides(config_full, self.overrides)
+        if not (modern and self.exclude_defaults):
+            return config_full, config_full
+        # Harbor 0.20 wrote exclude_defaults dumps
+        return config_full, _apply_overrides({
+            "task": {"path": task_path}, "trial_name": trial_name,
+            "trials_dir": f"jobs/{self.job_name}",
+            "agent": _agent_config(self.agent, self.model, self.agent_kwargs, True, full=False),
+            "environment": _environment_config(True, full=False),
+            "artifacts": self.container_outputs, "job_id": self.job_id}, self.overrides)
 
-    built = BuiltJob(job_dir=job_dir, harbor_version=harbor_version)
-    trial_locks, reward_stats, exception_stats = [], {}, {}
-    clock = start
-    n_errors, totals = 0, [0, 0, 0]
-    log_lines = [f"{_ts(start, False)} INFO Starting job {job_name} with {len(tasks) * attempts} "
-                 "trials"]
-    for name, digest in tasks.items():
-        harbor_name = harbor_task_name(name)
-        short = harbor_name.split("/", 1)[1]
-        task_path = f"tasks/{name}"
-        container_out = output_paths[name]
-        checksum = checksums.get(name) or default_checksum(name, digest, tasks_dir)
-        for attempt in range(1, attempts + 1):
-            trial_name = f"{short[:32]}__{_suffix(job_name, name, attempt)}"
-            trial_dir = job_dir / trial_name
-            built.trials.setdefault(name, []).append(trial_dir)
-            exc_type = exceptions.get((name, attempt))
-            reward = (rewards.get(name) or [1.0] * attempts)[attempt - 1]
-            t0 = clock
-            env_setup = (t0 + timedelta(seconds=0.1), t0 + timedelta(seconds=2.1))
-            agent_setup = (env_setup[1] + timedelta(seconds=0.1), env_setup[1] +
-                           timedelta(seconds=0.4))
-            agent_exec = (agent_setup[1] + timedelta(seconds=0.1), agent_setup[1] +
-                          timedelta(seconds=95.5))
-            verify = (agent_exec[1] + timedelta(seconds=0.2), agent_exec[1] +
-                      timedelta(seconds=3.2))
-            t1 = verify[1] + timedelta(seconds=1.5)
-            clock = t1 + timedelta(seconds=0.25)
-
-            config_full = {
-                **({"schema_version": 1} if modern else {}),
-                "task": ({"path": task_path, "git_url": None, "git_commit_id": None,
-                          "name": None, "ref": None, "overwrite": False, "download_dir": None,
-                          "source": None} if modern else
-                         {"path": task_path, "git_url": None, "git_commit_id": None,
-                          "overwrite": False, "download_dir": None, "source": None}),
-                "trial_name": trial_name, "trials_dir": f"jobs/{job_name}",
-                **({"install_only": False} if modern else {}),
-                "timeout_multiplier": 1.0,
-                **({"agent_timeout_multiplier": None, "verifier_timeout_multiplier": None,
-                    "agent_setup_timeout_multiplier": None,
-                    "environment_build_timeout_multiplier": None} if modern else {}),
-                "agent": agent_full,
-                **({"user_agent": None} if modern else {}),
-                "environment": _environment_config(modern, full=True),
-                "verifier": _verifier_config(modern, full=True),
-                **({"override_error_policy": {}, "artifacts": container_outputs,
-                    "extra_instruction_paths": [], "extra_instructions": []}
-                   if modern else {}),
-                "job_id": job_id,
-                **({"source_trial": None} if modern else {}),
-            }
-            config_full = _apply_overrides(config_full, overrides)
-            if modern and exclude_defaults:  # Harbor 0.20 wrote exclude_defaults dumps
-                config_file = _apply_overrides({
-                    "task": {"path": task_path}, "trial_name": trial_name,
-                    "trials_dir": f"jobs/{job_name}",
-                    "agent": _agent_config(agent, model, agent_kwargs, True, full=False),
-                    "environment": _environment_config(True, full=False),
-                    "artifacts": container_outputs, "job_id": job_id}, overrides)
-            else:
-                config_file = config_full
-            write_json(trial_dir / "config.json", config_file)
-
-            if modern:
-                lock = {
-                    "schema_version": 2,
-                    "task": {"name": harbor_name, "type": "local",
-                             "digest": f"sha256:{digest}", "path": task_path},
-                    "install_only": False, "timeout_multiplier": 1.0,
-                    "agent": _agent_config(agent, model, agent_kwargs, True, full=False),
-                    "skills": [], "environment": {"type": "docker"},
-                    "verifier": {"environment_mode": "shared"},
-                }
-                lock = _apply_overrides(lock, overrides)
-                write_json(trial_dir / "lock.json", lock)
-                trial_locks.append(lock)
-
-            model_info = None
-            if model:
-                provider, _, mname = model.partition("/") if "/" in model else ("", "", model)
-                model_info = {"name": mname, "provider": provider or None}
-            in_tok, cache_tok, out_tok = tokens if tokens else (None, None, None)
-            if tokens:
-                totals = [totals[0] + in_tok, totals[1] + cache_tok, totals[2] + out_tok]
-            result = {
-                **({"schema_version": 1} if modern else {}),
-                "id": _uuid("trial", job_name, name, attempt),
-                "task_name": harbor_name, "trial_name": trial_name,
-                "trial_uri": f"file:///home/submitter/jobs/{job_name}/{trial_name}",
-                "task_id": {"path": task_path},
-                "source": None,
-                "task_checksum": checksum,
-                "config": config_full,
-                "agent_info": {"name": agent, "version": version, "model_info": model_info},
-                "agent_result": {"n_input_tokens": in_tok, "n_cache_tokens": cache_tok,
-                                 "n_output_tokens": out_tok, "cost_usd": cost_usd,
-                                 "rollout_details": None, "metadata": None,
-                                 **({"model_usage": None} if modern else {})},
-                "verifier_result": {"rewards": {"reward": reward}},
-                **({"verifier_environment_mode": "shared"} if modern else {}),
-                "exception_info": None if not exc_type else {
-                    "exception_type": exc_type,
-                    "exception_message": f"{exc_type} raised during the trial",
-                    "exception_traceback": "Traceback (most recent call last): ...",
-                    "occurred_at": _ts(agent_exec[1], modern)},
-                "started_at": _ts(t0, modern), "finished_at": _ts(t1, modern),
-                "environment_setup": {"started_at": _ts(env_setup[0], modern),
-                                      "finished_at": _ts(env_setup[1], modern)},
-                "agent_setup": {"started_at": _ts(agent_setup[0], modern),
-                                "finished_at": _ts(agent_setup[1], modern)},
-                "agent_execution": {"started_at": _ts(agent_exec[0], modern),
-                                    "finished_at": _ts(agent_exec[1], modern)},
-                "verifier": {"started_at": _ts(verify[0], modern),
-                             "finished_at": _ts(verify[1], modern)},
-                **({"step_results": None} if modern else {}),
-            }
-            write_json(trial_dir / "result.json", result)
-            if exc_type:
-                n_errors += 1
-                exception_stats.setdefault(exc_type, []).append(trial_name)
-                (trial_dir / "exception.txt").write_text(
-                    f"Traceback (most recent call last):\n  ...\n{exc_type}: trial failed\n")
-            reward_stats.setdefault(str(float(reward)), []).append(trial_name)
-            (trial_dir / "trial.log").write_text(
-                f"{_ts(t0, False)} INFO Starting trial {trial_name}\n"
-                f"{_ts(agent_exec[0], False)} INFO Running agent {agent}\n"
-                f"{_ts(verify[0], False)} INFO Running verifier\n"
-                f"{_ts(t1, False)} INFO Trial {trial_name} finished (reward {reward})\n")
-
-            # agent/
-            agent_dir = trial_dir / "agent"
-            agent_dir.mkdir()
-            # ``trajectories``: task -> the ATIF document every attempt of it records.
-            write_json(agent_dir / "trajectory.json", (trajectories or {}).get(name) or
-                       atif_trajectory(agent=agent, version=version, model=model,
-                                       task=harbor_name, modern=modern,
-                                       session=_uuid("session", job_name, name, attempt)),
-                       indent=2)
-            log_name = "oracle.txt" if agent == "oracle" else f"{agent}.txt"
-            (agent_dir / log_name).write_text(f"solving {harbor_name}\nwrote {container_out}\n")
-
-            # verifier/
-            write_json(trial_dir / "verifier" / "reward.json", {"reward": reward}, indent=2)
-            (trial_dir / "verifier" / "test-stdout.txt").write_text(
-                f'{{"passed": {"true" if reward >= 1 else "false"}, "metrics": {{}}}}\n')
-
-            # artifacts/
-            mirrored = trial_dir / "artifacts" / container_out.strip("/")
-            data = outputs.get(name)
-            if container_out.endswith("/"):
-                files = data if isinstance(data, dict) else {
-                    "data/train/0.csv": data or b"subject_id,time,code,numeric_value\n"}
-                for rel_name, content in files.items():
-                    (mirrored / rel_name).parent.mkdir(parents=True, exist_ok=True)
-                    (mirrored / rel_name).write_bytes(content)
-                kind = "directory"
-            else:
-                mirrored.parent.mkdir(parents=True, exist_ok=True)
-                mirrored.write_bytes(data if isinstance(data, bytes) else
-                                     b'{"placeholder": true}\n')
-                kind = "file"
-            if modern:
-                write_json(trial_dir / "artifacts" / "manifest.json", [
-                    {"source": "/logs/artifacts", "destination": "artifacts/logs/artifacts",
-                     "type": "directory", "status": "ok", "service": None},
-                    {"source": container_out.rstrip("/"),
-                     "destination": "artifacts/" + container_out.strip("/"), "type": kind,
-                     "status": "ok", "service": None}], indent=2)
-                (trial_dir / "artifacts" / "logs" / "artifacts").mkdir(parents=True)
-
-    n_trials = len(tasks) * attempts
-    evals_key = f"{agent}__{model.split('/', 1)[-1] if model else 'adhoc'}"
-    mean = (sum(float(k) * len(v) for k, v in reward_stats.items()) / n_trials
-            if n_trials else 0.0)
-    end = clock
-    if modern:
-        job_result = {
-            "id": job_id, "started_at": _ts(start, True), "updated_at": _ts(end, True),
-            "finished_at": _ts(end, True), "n_total_trials": n_trials,
-            "stats": {"n_completed_trials": n_trials, "n_errored_trials": n_errors,
-                      "n_running_trials": 0, "n_pending_trials": 0, "n_cancelled_trials": 0,
-                      "n_retries": 0,
-                      "evals": {evals_key: {"n_trials": n_trials, "n_errors": n_errors,
-                                            "metrics": [{"mean": mean}], "pass_at_k": {},
-                                            "reward_stats": {"reward": reward_stats},
-                                            "exception_stats": exception_stats}},
-                      "n_input_tokens": totals[0] if tokens else None,
-                      "n_cache_tokens": totals[1] if tokens else None,
-                      "n_output_tokens": totals[2] if tokens else None,
-                      "cost_usd": (cost_usd * n_trials) if cost_usd is not None else None},
+    def _trial_result(self, name: str, attempt: int, trial_name: str, digest: str,
+                      config_full: dict, reward: float, exc_type: str | None,
+                      phases: _Phases) -> dict:
+        modern, model, tokens = self.modern, self.model, self.tokens
+        model_info = None
+        if model:
+            provider, _, mname = model.partition("/") if "/" in model else ("", "", model)
+            model_info = {"name": mname, "provider": provider or None}
+        in_tok, cache_tok, out_tok = tokens if tokens else (None, None, None)
+        if tokens:
+            self._totals = [self._totals[0] + in_tok, self._totals[1] + cache_tok,
+                            self._totals[2] + out_tok]
+        return {
+            **({"schema_version": 1} if modern else {}),
+            "id": _uuid("trial", self.job_name, name, attempt),
+            "task_name": harbor_task_name(name), "trial_name": trial_name,
+            "trial_uri": f"file:///home/submitter/jobs/{self.job_name}/{trial_name}",
+            "task_id": {"path": f"tasks/{name}"},
+            "source": None,
+            "task_checksum": self.checksums.get(name) or default_checksum(name, digest,
+                                                                          self.tasks_dir),
+            "config": config_full,
+            "agent_info": {"name": self.agent, "version": self.version,
+                           "model_info": model_info},
+            "agent_result": {"n_input_tokens": in_tok, "n_cache_tokens": cache_tok,
+                             "n_output_tokens": out_tok, "cost_usd": self.cost_usd,
+                             "rollout_details": None, "metadata": None,
+                             **({"model_usage": None} if modern else {})},
+            "verifier_result": {"rewards": {"reward": reward}},
+            **({"verifier_environment_mode": "shared"} if modern else {}),
+            "exception_info": None if not exc_type else {
+                "exception_type": exc_type,
+                "exception_message": f"{exc_type} raised during the trial",
+                "exception_traceback": "Traceback (most recent call last): ...",
+                "occurred_at": _ts(phases.agent_exec[1], modern)},
+            "started_at": _ts(phases.start, modern), "finished_at": _ts(phases.finish, modern),
+            **{key: {"started_at": _ts(span[0], modern), "finished_at": _ts(span[1], modern)}
+               for key, span in (("environment_setup", phases.env_setup),
+                                 ("agent_setup", phases.agent_setup),
+                                 ("agent_execution", phases.agent_exec),
+                                 ("verifier", phases.verify))},
+            **({"step_results": None} if modern else {}),
         }
-        write_json(job_dir / "lock.json", {
-            "schema_version": 3, "created_at": _ts(start, True),
-            "harbor": {"version": harbor_version, "git_commit_hash": None, "is_editable": False},
-            "n_concurrent_trials": 4, "retry": _retry(True), "trials": trial_locks})
-    else:
-        job_result = {
-            "id": job_id, "started_at": _ts(start, False), "finished_at": _ts(end, False),
-            "n_total_trials": n_trials,
-            "stats": {"n_trials": n_trials, "n_errors": n_errors,
-                      "evals": {evals_key.replace("/", "-"): {
-                          "n_trials": n_trials, "n_errors": n_errors,
-                          "metrics": [{"mean": mean}],
-                          "reward_stats": {"reward": reward_stats},
-                          "exception_stats": exception_stats}}},
-        }
-    write_json(job_dir / "result.json", job_result)
-    (job_dir / "job.log").write_text("\n".join(log_lines + [
-        f"{_ts(end, False)} INFO Job {job_name} finished: {n_trials} trials, "
-        f"{n_errors} errors"]) + "\n")
-    return built
+
+    def _write_agent_dir(self, trial_dir: Path, name: str, attempt: int) -> None:
+        agent_dir = trial_dir / "agent"
+        agent_dir.mkdir()
+        write_json(agent_dir / "trajectory.json", self.trajectories.get(name) or
+                   atif_trajectory(agent=self.agent, version=self.version, model=self.model,
+                                   task=harbor_task_name(name), modern=self.modern,
+                                   session=_uuid("session", self.job_name, name, attempt)),
+                   indent=2)
+        log_name = "oracle.txt" if self.agent == "oracle" else f"{self.agent}.txt"
+        (agent_dir / log_name).write_text(
+            f"solving {harbor_task_name(name)}\nwrote {self.output_paths[name]}\n")
+
+    def _write_artifacts(self, trial_dir: Path, name: str) -> None:
+        container_out = self.output_paths[name]
+        mirrored = trial_dir / "artifacts" / container_out.strip("/")
+        data = self.outputs.get(name)
+        if container_out.endswith("/"):
+            files = data if isinstance(data, dict) else {
+                "data/train/0.csv": data or b"subject_id,time,code,numeric_value\n"}
+            for rel_name, content in files.items():
+                (mirrored / rel_name).parent.mkdir(parents=True, exist_ok=True)
+                (mirrored / rel_name).write_bytes(content)
+            kind = "directory"
+        else:
+            mirrored.parent.mkdir(parents=True, exist_ok=True)
+            mirrored.write_bytes(data if isinstance(data, bytes) else b'{"placeholder": true}\n')
+            kind = "file"
+        if self.modern:
+            write_json(trial_dir / "artifacts" / "manifest.json", [
+                {"source": "/logs/artifacts", "destination": "artifacts/logs/artifacts",
+                 "type": "directory", "status": "ok", "service": None},
+                {"source": container_out.rstrip("/"),
+                 "destination": "artifacts/" + container_out.strip("/"), "type": kind,
+                 "status": "ok", "service": None}], indent=2)
+            (trial_dir / "artifacts" / "logs" / "artifacts").mkdir(parents=True)
 
 
 def build_metadata(

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from devtools.bench import web
 from devtools.bench.wsgi import FLOOR_PREFIX  # noqa: F401 - bench_load's floor paths
-from devtools.harbor_fixtures import build_job_dir
+from devtools.harbor_fixtures import HarborJobBuilder
 from submissions.client import upload
 
 # A few connections reading static copies of the read paths' bytes beside the readers: the
@@ -190,8 +190,8 @@ def build_archive(out: Path, tasks: dict[str, str], *, n: int, mb: int, text_mb:
     """A valid Harbor run (3 attempts of every task) padded to about ``mb`` MB compressed:
     ``text_mb`` MB of agent log (words, scanned for secrets) and the rest as a binary artifact."""
     root = out / f"run-{n}"
-    build_job_dir(root, tasks, attempts=3, agent="codex", model="openai/gpt-5.5",
-                  job_name=f"2026-12-03__10-00-{n:02d}")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5",
+                     job_name=f"2026-12-03__10-00-{n:02d}").build(root)
     agent = next(p for p in sorted(root.rglob("agent")) if p.is_dir())
     rng = random.Random(n)
     words = [f"{rng.getrandbits(24):06x}" for _ in range(4096)]

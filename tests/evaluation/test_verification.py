@@ -332,7 +332,7 @@ def test_an_upload_whose_passes_paste_the_answer_is_never_verified(
     from submissions import client
     from submissions.models import Submission
     from submissions.services import token_issue
-    from devtools.harbor_fixtures import build_job_dir, build_metadata
+    from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 
     settings.VERIFICATION_CHECKS = ["regrade", "replay", "rerun"]
     settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
@@ -360,10 +360,10 @@ def test_an_upload_whose_passes_paste_the_answer_is_never_verified(
         return vs.atif("codex", [("shell", {"command": ["bash", "-lc", script],
                                             "workdir": "/workspace"})])
 
-    build_job_dir(tmp_path / "upload", {t.name: t.content_digest for t in bv.tasks.all()},
-                  attempts=3, agent="codex", model="openai/gpt-5.5", outputs=outputs,
-                  output_paths=paths,
-                  trajectories={t.name: pasted(t.name) for t in bv.tasks.all()})
+    HarborJobBuilder({t.name: t.content_digest for t in bv.tasks.all()}, agent="codex",
+                     model="openai/gpt-5.5", outputs=outputs, output_paths=paths,
+                     trajectories={t.name: pasted(t.name) for t in bv.tasks.all()}).build(
+                         tmp_path / "upload")
     user = get_user_model().objects.create_user("verif-submitter", password="x")
     meta = tmp_path / "metadata.yaml"
     meta.write_text(yaml.safe_dump(build_metadata()))

@@ -28,7 +28,7 @@ import yaml
 from django.core.management import call_command
 from django.test import Client
 
-from devtools.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 from submissions.services import token_issue
 from tests.submissions.intake_support import targz
 
@@ -59,8 +59,8 @@ def fuzz_hooks_env(tmp_path):
 
     call_command("sync_tasks", verbosity=0)
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
-    build_job_dir(tmp_path / "jobs", {t.name: t.content_digest for t in bv.tasks.all()},
-                  attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder({t.name: t.content_digest for t in bv.tasks.all()}, agent="codex",
+                     model="openai/gpt-5.5").build(tmp_path / "jobs")
     (tmp_path / "run.tar.gz").write_bytes(targz(tmp_path / "jobs"))
     (tmp_path / "metadata.yaml").write_text(yaml.safe_dump(build_metadata()))
     return {**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS),

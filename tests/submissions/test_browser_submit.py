@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.conftest import TEST_OUTPUT
 from tests.leaderboard.test_browser import chromium
-from devtools.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 
 pytestmark = pytest.mark.browser
 
@@ -28,8 +28,8 @@ def _files(tmp_path, agent="codex"):
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic")
     root = tmp_path / "run"
-    job = build_job_dir(root, {t.name: t.content_digest for t in bv.tasks.all()}, attempts=3,
-                        agent=agent, model=None if agent == "oracle" else "openai/gpt-5.5")
+    job = HarborJobBuilder({t.name: t.content_digest for t in bv.tasks.all()}, agent=agent,
+                           model=None if agent == "oracle" else "openai/gpt-5.5").build(root)
     if agent == "oracle":  # Harbor's oracle writes agent/oracle.txt and no trajectory
         for trial in job.all_trials():
             (trial / "agent" / "trajectory.json").unlink()

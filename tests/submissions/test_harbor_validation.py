@@ -20,7 +20,7 @@ if str(REPO) not in sys.path:
 
 from devtools.harbor_fixtures import (  # noqa: E402
     atif_trajectory,
-    build_job_dir,
+    HarborJobBuilder,
     build_metadata,
     edit_json,
     write_json,
@@ -60,7 +60,7 @@ def _build(root: Path, spec: BenchmarkSpec, **kwargs):
     # Output paths and Harbor's task_checksum default to what the real packages declare.
     kwargs.setdefault("agent", "codex")
     kwargs.setdefault("model", MODEL)
-    return build_job_dir(root, spec.tasks, attempts=spec.attempts_per_task, **kwargs)
+    return HarborJobBuilder(spec.tasks, attempts=spec.attempts_per_task, **kwargs).build(root)
 
 
 def _meta(**kwargs):
@@ -151,8 +151,8 @@ def test_two_job_directories_count_as_one_submission(tmp_path, spec):
     first = {t: spec.tasks[t] for t in tasks[:4]}
     second = {t: spec.tasks[t] for t in tasks[4:]}
     common = dict(agent="codex", model=MODEL)
-    build_job_dir(tmp_path, first, job_name="2026-12-01__10-00-00", **common)
-    build_job_dir(tmp_path, second, job_name="2026-12-02__10-00-00", **common)
+    HarborJobBuilder(first, job_name="2026-12-01__10-00-00", **common).build(tmp_path)
+    HarborJobBuilder(second, job_name="2026-12-02__10-00-00", **common).build(tmp_path)
     report = validate_submission(tmp_path, _meta(), spec)
     assert report.problems == []
     assert len(report.jobs) == 2 and len(report.trials) == 21
@@ -967,7 +967,7 @@ def test_each_harbor_submission_rule_is_refused_on_its_own(tmp_path, spec, rule)
 def test_fewer_attempts_than_the_version_asks_are_refused_per_task(tmp_path, spec):
     """At least the benchmark's attempts per task (3 here): a `-k 2` job is refused, each task
     named with what it has and what is required."""
-    build_job_dir(tmp_path, spec.tasks, attempts=2, agent="codex", model=MODEL)
+    HarborJobBuilder(spec.tasks, attempts=2, agent="codex", model=MODEL).build(tmp_path)
     report = validate_submission(tmp_path, _meta(), spec)
     assert sorted((p.code, p.path) for p in report.problems) == [
         ("attempts_missing", task) for task in sorted(spec.tasks)]

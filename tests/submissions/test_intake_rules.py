@@ -32,7 +32,7 @@ from submissions.services import (
     submission_transition,
     token_issue,
 )
-from devtools.harbor_fixtures import build_job_dir, build_metadata, edit_json
+from devtools.harbor_fixtures import HarborJobBuilder, build_metadata, edit_json
 from tests.submissions.intake_support import problem_codes, submission_id, targz, validated
 
 SLUG = "healthagentbench-synthetic@1.0"
@@ -64,9 +64,9 @@ def _token(user) -> str:
 def _site_agent_run(tmp_path, tasks, agent="oracle", **kwargs) -> bytes:
     """`harbor run -a oracle|nop` as Harbor writes it: no model, no trajectory (agent/oracle.txt)."""
     root = tmp_path / f"upload-{agent}"
-    job = build_job_dir(root, tasks, attempts=3, agent=agent, model=None,
-                        rewards={t: [0.0 if agent == "nop" else 1.0] * 3 for t in tasks},
-                        **kwargs)
+    job = HarborJobBuilder(tasks, agent=agent, model=None,
+                           rewards={t: [0.0 if agent == "nop" else 1.0] * 3 for t in tasks},
+                           **kwargs).build(root)
     for trial in job.all_trials():
         (trial / "agent" / "trajectory.json").unlink()
     return targz(root)
@@ -144,7 +144,7 @@ def test_a_site_agent_is_refused_with_every_other_problem_at_once(
         p["message"] for p in doc["problems"] if p["code"] == "site_agent_harness")
     _nothing_kept(doc["id"])
     codex = tmp_path / "codex"
-    build_job_dir(codex, tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5").build(codex)
     doc = validated(_post(token, targz(codex), build_metadata(harness="replay")), token=token,
                     capture=django_capture_on_commit_callbacks)
     assert {"site_agent_harness", "metadata_harness_mismatch"} <= problem_codes(doc)
@@ -165,7 +165,7 @@ def test_only_a_maintainer_may_register_a_reference_run(
     doc = verdict(_token(owner), _meta(reference=True))
     assert problem_codes(doc) == {"site_agent_harness"}
     codex = tmp_path / "codex"
-    build_job_dir(codex, tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5").build(codex)
     doc = validated(_post(_token(owner), targz(codex), build_metadata(reference=True)),
                     token=_token(owner), capture=django_capture_on_commit_callbacks)
     assert doc["problems"] == [{
@@ -260,7 +260,7 @@ def test_harbors_submission_rules_broken_together_are_one_refusal(
     _bv, tasks = synthetic
     names = sorted(tasks)
     root = tmp_path / "upload"
-    job = build_job_dir(root, tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    job = HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5").build(root)
     trial = lambda task, n: job.trial(task, n).relative_to(root).as_posix()  # noqa: E731
     edit_json(job.trial(names[0], 1) / "config.json",
               lambda d: d.update({"agent_timeout_multiplier": 2.0}))

@@ -18,7 +18,7 @@ from django.utils import timezone
 from submissions.models import DailyQuota, Submission, SubmissionStatus
 from submissions.services import token_issue
 from tests.evaluation import verification_support as vs
-from devtools.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 from tests.submissions.intake_support import targz
 
 INTAKE_QUEUE = f"intake-test-{vs.SESSION}"
@@ -92,9 +92,9 @@ def test_the_worker_queues_a_valid_upload_and_refuses_a_broken_one(intake_site, 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
     tasks = {t.name: t.content_digest for t in bv.tasks.all()}
     token = token_issue(user=owner)[1]
-    build_job_dir(tmp_path / "good", tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
-    build_job_dir(tmp_path / "bad", dict(list(tasks.items())[:3]), attempts=3, agent="codex",
-                  model="openai/gpt-5.5")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5").build(tmp_path / "good")
+    HarborJobBuilder(dict(list(tasks.items())[:3]), agent="codex", model="openai/gpt-5.5").build(
+        tmp_path / "bad")
     good = _upload(token, targz(tmp_path / "good"))
     bad = _upload(token, targz(tmp_path / "bad"))
     doc = _follow(token, good["id"], intake_site)
@@ -120,8 +120,8 @@ def test_an_upload_whose_message_was_lost_is_validated_after_the_reaper_runs(
     from submissions.intake import intake_reap
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
-    build_job_dir(tmp_path / "run", {t.name: t.content_digest for t in bv.tasks.all()},
-                  attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder({t.name: t.content_digest for t in bv.tasks.all()}, agent="codex",
+                     model="openai/gpt-5.5").build(tmp_path / "run")
     token = token_issue(user=owner)[1]
     vs.point_celery_at(vs.DEAD_BROKER_URL)
     try:
@@ -144,8 +144,8 @@ def test_a_claim_whose_worker_died_is_taken_over(intake_site, owner, tmp_path, s
     from submissions.intake import intake_reap
 
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
-    build_job_dir(tmp_path / "run", {t.name: t.content_digest for t in bv.tasks.all()},
-                  attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder({t.name: t.content_digest for t in bv.tasks.all()}, agent="codex",
+                     model="openai/gpt-5.5").build(tmp_path / "run")
     token = token_issue(user=owner)[1]
     vs.point_celery_at(vs.DEAD_BROKER_URL)  # the worker must not take it before the "crash"
     try:

@@ -24,7 +24,7 @@ from django.db import connection
 
 from devtools.bench.web import Gunicorn
 from submissions.services import token_issue
-from devtools.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 
 READERS = int(os.environ.get("HAB_LOAD_READERS", "200"))
 UPLOADS = int(os.environ.get("HAB_LOAD_UPLOADS", "10"))
@@ -53,8 +53,8 @@ def _archive(tmp_path: Path, tasks: dict, n: int) -> bytes:
     """A valid Harbor run padded with an agent log of UPLOAD_MB of words (so it compresses
     like a log, not like zeros)."""
     root = tmp_path / f"upload-{n}"
-    build_job_dir(root, tasks, attempts=3, agent="codex", model="openai/gpt-5.5",
-                  job_name=f"2026-12-02__09-18-{n:02d}")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5",
+                     job_name=f"2026-12-02__09-18-{n:02d}").build(root)
     trial = next(p for p in sorted(root.rglob("agent")) if p.is_dir())
     with open(trial / "padding.log", "w") as fh:
         for _ in range(UPLOAD_MB):  # 1 MiB blocks: longer than gzip's 32 KiB window
