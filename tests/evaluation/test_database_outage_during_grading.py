@@ -14,7 +14,7 @@ submission status agrees with the job).
 The job runs in-process (`verification_run`, as the Celery task body does), on PostgreSQL:
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_r7 \
-        .venv/bin/python -m pytest tests/evaluation/test_reliability_r7.py
+        .venv/bin/python -m pytest tests/evaluation/test_database_outage_during_grading.py
 """
 
 import socket

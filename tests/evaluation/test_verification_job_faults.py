@@ -1,11 +1,11 @@
 """Reliability matrix rows R1-R6, R8-R10 for verification jobs: a REAL Celery worker process on
 a REAL Redis broker, REAL containers, PostgreSQL shared with the worker.
 
-R7 (PostgreSQL outage during grading) is in test_reliability_r7.py (an in-test TCP proxy cuts the
-database mid-grading); R8 here covers the failed status write.
+R7 (PostgreSQL outage during grading) is in test_database_outage_during_grading.py (an in-test
+TCP proxy cuts the database mid-grading); R8 here covers the failed status write.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_verif \
-        .venv/bin/python -m pytest tests/evaluation/test_reliability.py
+        .venv/bin/python -m pytest tests/evaluation/test_verification_job_faults.py
 """
 
 import json
