@@ -206,18 +206,18 @@ def test_packed_trials_equal_the_temporary_table_of_cells(small_benchmark, monke
                          infra_confirmed=False, duration_s=0.7, cost=Decimal("3.0001"))
     published_submission(agents[3], tasks, ["F", "", "", "", "P"])
     taken = []
-    packed = recompute._packed_trials
+    packed = recompute.packed_trials
 
     def spy(*args, **kwargs):
         result = packed(*args, **kwargs)
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(recompute, "_packed_trials", spy)
+    monkeypatch.setattr(recompute, "packed_trials", spy)
     leaderboard_recompute(benchmark_version=bv)
     one_pass = _tables(bv)
     assert taken == ([True] if connection.vendor == "postgresql" else [])
-    monkeypatch.setattr(recompute, "_packed_trials", lambda *args, **kwargs: None)
+    monkeypatch.setattr(recompute, "packed_trials", lambda *args, **kwargs: None)
     leaderboard_recompute(benchmark_version=bv)
     assert _tables(bv) == one_pass
     assert one_pass["entries"][(agents[3].pk,)]["cell_outcomes"] == "F,P"
