@@ -68,18 +68,9 @@ def _dense_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[values - low]
 
 
-def packed_trials(cursor, subs: list[tuple], attempts: int) -> tuple | None:
-    """One ``GROUP BY submission`` over the trials returning, per submission, every trial
-    packed in 16 bytes (task, attempt and code in a big-endian int8, then its duration as a
-    float8) concatenated into one ``bytea`` (in no particular order: each trial carries its
-    own place), the scored cost (in 1/10,000 dollars, exact) and output tokens; 1,000 rows
-    for 1,000 agents, not a row per cell or trial, which psycopg would hand over one Python
-    call each. numpy scatters the trials into (submission, task, attempt) arrays, where the
-    counts, sums and code strings of ``_read_cells``, ``_read_costs`` and ``_cell_columns``
-    are derived. None when an attempt is numbered outside 1..``attempts`` or a (task,
-    attempt) repeats (the caller then takes the ordered aggregates)."""
-    if not 1 <= attempts < 16:
-        return None
+def _fetch_packed(cursor, subs: list[tuple]) -> list[tuple]:
+    """The rows of packed_trials' one statement: (submission id, the packed trials as bytes,
+    scored cost in 1/10,000 dollars, scored output tokens)."""
     scored = f"t.outcome <> '{Outcome.INFRA_ERROR}'"
     code = (f"{_ROW} + {_small_code('t.outcome')} + 8 * {_small_code('t.claimed_outcome')} "
             f"+ CASE WHEN t.flags <> '[]'::jsonb THEN {_FLAGGED} ELSE 0 END "
@@ -111,6 +102,22 @@ def packed_trials(cursor, subs: list[tuple], attempts: int) -> tuple | None:
     cursor.execute("SELECT set_config('enable_hashagg', %s, true), "
                    "set_config('max_parallel_workers_per_gather', %s, true), "
                    "set_config('jit', %s, true)", [hashagg, workers, jit])
+    return rows
+
+
+def packed_trials(cursor, subs: list[tuple], attempts: int) -> tuple | None:
+    """One ``GROUP BY submission`` over the trials returning, per submission, every trial
+    packed in 16 bytes (task, attempt and code in a big-endian int8, then its duration as a
+    float8) concatenated into one ``bytea`` (in no particular order: each trial carries its
+    own place), the scored cost (in 1/10,000 dollars, exact) and output tokens; 1,000 rows
+    for 1,000 agents, not a row per cell or trial, which psycopg would hand over one Python
+    call each. numpy scatters the trials into (submission, task, attempt) arrays, where the
+    counts, sums and code strings of ``_read_cells``, ``_read_costs`` and ``_cell_columns``
+    are derived. None when an attempt is numbered outside 1..``attempts`` or a (task,
+    attempt) repeats (the caller then takes the ordered aggregates)."""
+    if not 1 <= attempts < 16:
+        return None
+    rows = _fetch_packed(cursor, subs)
     sub_ids = np.array([s[0] for s in subs], dtype=np.int64)
     order = np.argsort(sub_ids)
     shape_rows = len(subs)
