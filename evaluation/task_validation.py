@@ -201,6 +201,18 @@ def _judge_spec(task_dir: Path, category: str | None):
                       "XRAY_JUDGE_API_KEY): the oracle and nop gradings need one")
 
 
+@dataclasses.dataclass(frozen=True)
+class _TaskRun:
+    """What every container of one validation shares: the task, its image, the job id, the
+    working directory and the X-ray judge (None for other categories)."""
+
+    task_dir: Path
+    tag: str
+    job: str
+    work: Path
+    judge: object
+
+
 def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) -> list[Check]:
     """Build the task image, run the oracle (must pass) and nop (must fail), probe for leaks."""
     task_dir = Path(task_dir).resolve()
@@ -232,106 +244,88 @@ def docker_checks(task_dir: Path, *, keep_dir: Path | None = None, log=print) ->
         if judge_err:
             add("X-ray judge configured", False, judge_err)
             return checks
-
-        # Oracle: solution/ copied in, solve.sh run as the agent; graded in a fresh verifier.
-        t0 = time.time()
-        oracle = runner.run_agent(
-            task_dir,
-            job_id=job,
-            attempt=1,
-            purpose="oracle",
-            image=tag,
-            command="bash /solution/solve.sh",
-            copy_in={"/solution": task_dir / "solution"},
-            out_dir=work / "oracle",
-        )
-        detail = (
-            f"{oracle.result.reason or 'exit 0'}; collected {oracle.collected or 'nothing'}"
-            + (f"; missing {oracle.missing}" if oracle.missing else "")
-            + (f"; {oracle.output_error}" if oracle.output_error else "")
-        )
-        ok = oracle.result.ok and not oracle.missing and not oracle.output_error
-        if not ok:
-            detail += "\n" + oracle.result.text[-1500:]
-        add(f"oracle agent runs ({time.time() - t0:.1f} s)", ok, detail)
-        t0 = time.time()
-        v = runner.run_verifier(
-            task_dir, job_id=job, attempt=1, image=tag, artifacts_dir=work / "oracle", judge=judge
-        )
-        add(
-            f"oracle passes the verifier ({time.time() - t0:.1f} s)",
-            v.passed,
-            f"reward={v.reward} {json.dumps(v.rewards)[:300]}"
-            + (f"; {v.error}" if v.error else "")
-            + ("" if v.passed else "\n" + v.result.text[-1500:]),
-        )
-        # Nop: nothing runs; the verifier must fail it (reward 0, not an error).
-        nop = runner.run_agent(
-            task_dir,
-            job_id=job,
-            attempt=2,
-            purpose="nop",
-            image=tag,
-            command=None,
-            out_dir=work / "nop",
-        )
-        v = runner.run_verifier(
-            task_dir, job_id=job, attempt=2, image=tag, artifacts_dir=work / "nop", judge=judge
-        )
-        add(
-            "nop agent fails the verifier",
-            v.reward is not None and v.reward < 1.0,
-            f"reward={v.reward}"
-            + (f"; {v.error}" if v.error else "")
-            + (f"; nop outputs present: {nop.collected}" if nop.collected else ""),
-        )
-        # Leak probe from inside an agent container.
-        fps = answer_fingerprints(task_dir)
-        want = {h: size for (size, h) in fps.values()}
-        probe = runner.run_agent(
-            task_dir,
-            job_id=job,
-            attempt=3,
-            purpose="probe",
-            image=tag,
-            command=[
-                "python3",
-                "-c",
-                LEAK_PROBE,
-                json.dumps(want),
-                json.dumps(ANSWER_NAME_PATTERNS),
-            ],
-            out_dir=work / "probe",
-            outputs=["/workspace/.hab-none"],
-        )
-        try:
-            report = json.loads(probe.result.text.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            add("leak probe ran in the agent container", False, probe.result.text[-1500:])
-            return checks
-        add(
-            f"no answer file reachable from the agent ({len(want)} hidden file hashes searched)",
-            not report["hash_hits"] and not report["named"] and not report["env"],
-            "; ".join(
-                x
-                for x in (
-                    f"hash matches: {report['hash_hits'][:10]}" if report["hash_hits"] else "",
-                    f"answer-like names: {report['named'][:10]}" if report["named"] else "",
-                    f"env vars: {report['env']}" if report["env"] else "",
-                )
-                if x
-            ),
-        )
-        reachable = [k for k, v in report["net"].items() if v == "REACHABLE"]
-        add(
-            "network unreachable from the agent",
-            not reachable,
-            ", ".join(f"{k} {v}" for k, v in report["net"].items()),
-        )
-        add("agent runs as non-root", report["uid"] != 0, f"uid={report['uid']}")
+        run = _TaskRun(task_dir, tag, job, work, judge)
+        _oracle_and_nop_checks(run, add)
+        _leak_probe_checks(run, add)
     except runner.InfrastructureError as exc:
         add("Docker engine", False, f"infrastructure error: {exc}")
     finally:
         if not keep_dir:
             shutil.rmtree(work, ignore_errors=True)
     return checks
+
+
+def _oracle_and_nop_checks(run: _TaskRun, add) -> None:
+    """The oracle (solution/ copied in, solve.sh run as the agent) passes a fresh verifier;
+    nop (nothing runs) fails it with reward 0, not an error."""
+    t0 = time.time()
+    oracle = runner.run_agent(
+        run.task_dir, job_id=run.job, attempt=1, purpose="oracle", image=run.tag,
+        command="bash /solution/solve.sh", copy_in={"/solution": run.task_dir / "solution"},
+        out_dir=run.work / "oracle",
+    )
+    detail = (
+        f"{oracle.result.reason or 'exit 0'}; collected {oracle.collected or 'nothing'}"
+        + (f"; missing {oracle.missing}" if oracle.missing else "")
+        + (f"; {oracle.output_error}" if oracle.output_error else "")
+    )
+    ok = oracle.result.ok and not oracle.missing and not oracle.output_error
+    if not ok:
+        detail += "\n" + oracle.result.text[-1500:]
+    add(f"oracle agent runs ({time.time() - t0:.1f} s)", ok, detail)
+    t0 = time.time()
+    v = runner.run_verifier(run.task_dir, job_id=run.job, attempt=1, image=run.tag,
+                            artifacts_dir=run.work / "oracle", judge=run.judge)
+    add(
+        f"oracle passes the verifier ({time.time() - t0:.1f} s)",
+        v.passed,
+        f"reward={v.reward} {json.dumps(v.rewards)[:300]}"
+        + (f"; {v.error}" if v.error else "")
+        + ("" if v.passed else "\n" + v.result.text[-1500:]),
+    )
+    nop = runner.run_agent(run.task_dir, job_id=run.job, attempt=2, purpose="nop",
+                           image=run.tag, command=None, out_dir=run.work / "nop")
+    v = runner.run_verifier(run.task_dir, job_id=run.job, attempt=2, image=run.tag,
+                            artifacts_dir=run.work / "nop", judge=run.judge)
+    add(
+        "nop agent fails the verifier",
+        v.reward is not None and v.reward < 1.0,
+        f"reward={v.reward}"
+        + (f"; {v.error}" if v.error else "")
+        + (f"; nop outputs present: {nop.collected}" if nop.collected else ""),
+    )
+
+
+def _leak_probe_checks(run: _TaskRun, add) -> None:
+    """From inside an agent container: no hidden answer file (by content hash or name) or
+    answer-carrying environment variable is reachable, no network, and the agent is not root."""
+    fps = answer_fingerprints(run.task_dir)
+    want = {h: size for (size, h) in fps.values()}
+    probe = runner.run_agent(
+        run.task_dir, job_id=run.job, attempt=3, purpose="probe", image=run.tag,
+        command=["python3", "-c", LEAK_PROBE, json.dumps(want),
+                 json.dumps(ANSWER_NAME_PATTERNS)],
+        out_dir=run.work / "probe", outputs=["/workspace/.hab-none"],
+    )
+    try:
+        report = json.loads(probe.result.text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        add("leak probe ran in the agent container", False, probe.result.text[-1500:])
+        return
+    findings = (
+        f"hash matches: {report['hash_hits'][:10]}" if report["hash_hits"] else "",
+        f"answer-like names: {report['named'][:10]}" if report["named"] else "",
+        f"env vars: {report['env']}" if report["env"] else "",
+    )
+    add(
+        f"no answer file reachable from the agent ({len(want)} hidden file hashes searched)",
+        not report["hash_hits"] and not report["named"] and not report["env"],
+        "; ".join(x for x in findings if x),
+    )
+    reachable = [k for k, v in report["net"].items() if v == "REACHABLE"]
+    add(
+        "network unreachable from the agent",
+        not reachable,
+        ", ".join(f"{k} {v}" for k, v in report["net"].items()),
+    )
+    add("agent runs as non-root", report["uid"] != 0, f"uid={report['uid']}")
