@@ -25,18 +25,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from leaderboard import stats, stats_arrays
-from leaderboard.demo.reconstruct import reconstruct
+from leaderboard.demo.reconstruct import DEFAULT_SEED, reconstruct
 
-__all__ = ["DEFAULT_SPREAD_SEEDS", "Draw", "Spread", "draw_figures", "paper_digest",
+__all__ = ["DEFAULT_SPREAD_SEEDS", "Draw", "Spread", "csv_rows", "draw_figures", "paper_digest",
            "spread", "spread_seeds"]
 
 DEFAULT_SPREAD_SEEDS = 200
-SPREAD_ENTROPY = 20261205  # the seeds are SeedSequence(SPREAD_ENTROPY)'s first words
+SPREAD_ENTROPY = 20261205  # the other seeds are SeedSequence(SPREAD_ENTROPY)'s first words
 
 
 def spread_seeds(count: int = DEFAULT_SPREAD_SEEDS) -> list[int]:
-    """``count`` independent 32-bit seeds (a SeedSequence's output, not 1, 2, 3...)."""
-    return [int(s) for s in np.random.SeedSequence(SPREAD_ENTROPY).generate_state(count)]
+    """``count`` independent seeds: the demo's default seed (so the board ``load_demo`` shows
+    by default is one of the draws) and ``count - 1`` 32-bit words of a SeedSequence."""
+    rest = np.random.SeedSequence(SPREAD_ENTROPY).generate_state(max(count - 1, 0))
+    return [DEFAULT_SEED, *(int(s) for s in rest)][:count]
 
 
 def paper_digest(paper: dict) -> str:
@@ -162,3 +164,26 @@ def spread(paper: dict, seeds: list[int], alpha: float) -> Spread:
     for seed in seeds[1:]:
         out.add(draw_figures(paper, seed, alpha))
     return out
+
+
+def csv_rows(s: Spread) -> list[tuple]:
+    """The rows of ``leaderboard/data/reconstruction_spread.csv`` (reconstruction_spread's
+    CSV_COLUMNS): per agent its tie-group shares, the range of each seeded figure, and the
+    range of each category interval's bounds. Rates rounded to 6 places as in every CSV."""
+    n = len(s.seeds)
+    rows: list[tuple] = []
+    names = (("ci_low", "ci_low"), ("ci_high", "ci_high"), ("pass_at_k", "pass_at_3"),
+             ("pass_hat_k", "pass_hat_3"))
+    for i, agent in enumerate(s.agents):
+        for g, count in sorted(s.group_counts[i].items()):
+            share = round(count / n, 6)
+            rows.append((agent, "", f"tie_group_share:{g}", share, share, n, s.digest))
+        for key, figure in names:
+            rows.append((agent, "", figure, round(float(s.low[key][i]), 6),
+                         round(float(s.high[key][i]), 6), n, s.digest))
+        for j, slug in enumerate(s.categories):
+            for figure in ("ci_low", "ci_high"):
+                key = f"category_{figure}"
+                rows.append((agent, slug, figure, round(float(s.low[key][i, j]), 6),
+                             round(float(s.high[key][i, j]), 6), n, s.digest))
+    return rows
