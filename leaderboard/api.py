@@ -161,6 +161,19 @@ class LeaderboardListApi(ApiView):
         counted_trials = serializers.IntegerField(allow_null=True)
         passes_not_reproduced_or_rerun = serializers.IntegerField(allow_null=True)
         badge = serializers.CharField()
+        # issue 26: the reconstructed rows' seeded figures (null on every real submission)
+        tie_group_shares = serializers.CharField(
+            allow_null=True, help_text="reconstructed rows: share of reconstructions placing "
+                                       "the agent in each tie group, '1:0.815;2:0.185'")
+        ci_low_min = serializers.FloatField(allow_null=True)
+        ci_low_max = serializers.FloatField(allow_null=True)
+        ci_high_min = serializers.FloatField(allow_null=True)
+        ci_high_max = serializers.FloatField(allow_null=True)
+        pass_at_3_min = serializers.FloatField(allow_null=True)
+        pass_at_3_max = serializers.FloatField(allow_null=True)
+        pass_hat_3_min = serializers.FloatField(allow_null=True)
+        pass_hat_3_max = serializers.FloatField(allow_null=True)
+        reconstructions = serializers.IntegerField(allow_null=True)
         agent_id = serializers.IntegerField(help_text="stable id of the agent")
         agent_slug = serializers.CharField(help_text="the agent page's /agents/<slug>/")
         submission_id = serializers.IntegerField(help_text="the ranked (latest published) "
@@ -206,6 +219,11 @@ class CategoryListApi(_TableApi):
         ci_low = serializers.FloatField()
         ci_high = serializers.FloatField()
         provenance = serializers.CharField()
+        # issue 26: a reconstructed row's interval bounds across reconstructions (else null)
+        ci_low_min = serializers.FloatField(allow_null=True)
+        ci_low_max = serializers.FloatField(allow_null=True)
+        ci_high_min = serializers.FloatField(allow_null=True)
+        ci_high_max = serializers.FloatField(allow_null=True)
         agent_id = serializers.IntegerField(help_text="stable id of the agent")
         submission_id = serializers.IntegerField(help_text="the ranked submission")
 

@@ -108,6 +108,11 @@ def committed(path: Path = CSV_PATH) -> dict[str, AgentSpread]:
     return _read(path, path.stat().st_mtime)
 
 
+def reconstructions(path: Path = CSV_PATH) -> int | None:
+    spreads = committed(path)
+    return next(iter(spreads.values())).reconstructions if spreads else None
+
+
 def committed_digest(path: Path = CSV_PATH) -> str | None:
     if not path.exists():
         return None

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
-from leaderboard import selectors
+from leaderboard import reconstruction_spread, selectors
 from evaluation.models import BenchmarkVersion
 from submissions.models import OUTCOME_CODES
 
@@ -63,6 +63,8 @@ LEADERBOARD_COLUMNS = (
     "claimed_successes", "flagged_trials", "infra_errors_claimed",
     "infra_errors_confirmed", "verification_level", "regraded_trials", "reproduced_trials",
     "rerun_trials", "counted_trials", "passes_not_reproduced_or_rerun", "badge",
+    # issue 26: a reconstructed row's seeded figures across reconstructions (else null)
+    *reconstruction_spread.LEADERBOARD_COLUMNS,
     "agent_id", "agent_slug", "submission_id")
 
 
@@ -77,7 +79,9 @@ def leaderboard_row(e) -> tuple:
             e.submitted_on.isoformat() if e.submitted_on else None,
             provenance(e.reconstructed, e.verified), e.claimed_successes, e.flagged_trials,
             e.infra_errors_claimed, e.infra_errors, e.verification_level,
-            *_checked(e.verification), e.badge, e.agent_id, e.agent.slug, e.submission_id)
+            *_checked(e.verification), e.badge,
+            *reconstruction_spread.leaderboard_columns(e),  # issue 26
+            e.agent_id, e.agent.slug, e.submission_id)
 
 
 def leaderboard_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
@@ -95,9 +99,12 @@ def categories_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> T
                 continue
             rows.append((e.agent.display_name, c.slug, c.group, ce.successes, ce.attempts,
                          _r(ce.success_rate), _r(ce.ci_low), _r(ce.ci_high),
-                         provenance(e.reconstructed, e.verified), e.agent_id, e.submission_id))
+                         provenance(e.reconstructed, e.verified),
+                         *reconstruction_spread.category_columns(e, c.slug),  # issue 26
+                         e.agent_id, e.submission_id))
     return Table("categories", ("agent", "category", "group", "successes", "attempts",
-                                "success_rate", "ci_low", "ci_high", "provenance", "agent_id",
+                                "success_rate", "ci_low", "ci_high", "provenance",
+                                *reconstruction_spread.CATEGORY_COLUMNS, "agent_id",
                                 "submission_id"), rows)
 
 
@@ -221,7 +228,8 @@ TABLES = {
 COLUMNS_OF = {
     "leaderboard": LEADERBOARD_COLUMNS,
     "categories": ("agent", "category", "group", "successes", "attempts", "success_rate",
-                   "ci_low", "ci_high", "provenance", "agent_id", "submission_id"),
+                   "ci_low", "ci_high", "provenance", *reconstruction_spread.CATEGORY_COLUMNS,
+                   "agent_id", "submission_id"),
     "groups": ("agent", "harness", "group", "macro_success_rate", "pooled_success_rate",
                "provenance", "agent_id", "submission_id"),
     "harness-families": ("harness_family", "agents", "mean_success_rate", "pooled_success_rate",
