@@ -178,6 +178,21 @@ def test_agent_and_matrix_pages_say_the_cells_are_one_draw(client, demo_bv):
     matrix = client.get("/task-matrix/").content.decode()
     assert 'data-testid="one-draw"' in matrix and "one draw among many" in matrix
     assert matrix.count('data-testid="pass-range"') == 10
+    for path in ("/tasks/", "/tasks/xray-report-correction/case_01/"):
+        assert 'data-testid="one-draw"' in client.get(path).content.decode(), path
+
+
+def test_chart_error_bars_are_the_envelope(client, demo_bv):
+    from leaderboard import charts, selectors
+
+    entries = selectors.leaderboard_rows(benchmark_version=demo_bv)
+    bar = charts.leaderboard_bar(entries)["data"][0]
+    committed = reconstruction_spread.committed()
+    for e, up, down in zip(entries, bar["error_x"]["array"], bar["error_x"]["arrayminus"],
+                           strict=True):
+        s = committed[e.agent.display_name]
+        assert e.success_rate + up == pytest.approx(s.ranges["ci_high"][1])
+        assert e.success_rate - down == pytest.approx(s.ranges["ci_low"][0])
 
 
 def test_real_submissions_keep_their_own_figures(client, two_agents):
