@@ -125,8 +125,8 @@ def comparison_dots(rows: Sequence, x_label) -> dict:
             "x": [x_label(e) for e in r.entries], "y": [e.success_rate for e in r.entries],
             "marker": {"size": 11},
             "error_y": {"type": "data", "symmetric": False,
-                        "array": [e.ci_high - e.success_rate for e in r.entries],
-                        "arrayminus": [e.success_rate - e.ci_low for e in r.entries]},
+                        "array": [_interval(e)[1] - e.success_rate for e in r.entries],
+                        "arrayminus": [e.success_rate - _interval(e)[0] for e in r.entries]},
             "hovertext": [f"{e.agent.display_name}: {_pct(e.success_rate)}" for e in r.entries],
             "hoverinfo": "text",
         })

@@ -155,3 +155,20 @@ def category_spread(spread, slug: str):
 def reconstructions_count() -> int | None:
     """How many reconstructions the committed spread covers (None without the file)."""
     return reconstruction_spread.reconstructions()
+
+
+@register.filter
+def interval(entry) -> str:
+    """"[lo, hi]" of an entry's 95% interval; a reconstructed row's bounds as their ranges
+    across reconstructions (issue 26)."""
+    s = reconstruction_spread.for_entry(entry)
+    if s is None:
+        return f"[{format_pct(entry.ci_low)}, {format_pct(entry.ci_high)}]"
+    return f"[{pct_range(s.ranges['ci_low'])}, {pct_range(s.ranges['ci_high'])}]"
+
+
+@register.filter
+def tie_label(entry) -> str:
+    """The entry's tie group; a reconstructed row's as its shares across reconstructions."""
+    s = reconstruction_spread.for_entry(entry)
+    return str(entry.tie_group) if s is None else s.groups_label

@@ -182,6 +182,13 @@ def test_agent_and_matrix_pages_say_the_cells_are_one_draw(client, demo_bv):
         assert 'data-testid="one-draw"' in client.get(path).content.decode(), path
 
 
+def test_harness_page_shows_shares_and_envelopes(client, demo_bv):
+    html = client.get("/harness-effect/").content.decode()
+    s = reconstruction_spread.committed()["Claude Code (Opus 4.8)"]
+    lo, hi = s.ranges["ci_low"]
+    assert s.groups_label in html and f"[{lo * 100:.1f}–{hi * 100:.1f}%," in html
+
+
 def test_chart_error_bars_are_the_envelope(client, demo_bv):
     from leaderboard import charts, selectors
 
