@@ -244,3 +244,10 @@ def test_downloads_page_documents_the_columns(client):
     for column in (*reconstruction_spread.LEADERBOARD_COLUMNS,
                    *reconstruction_spread.CATEGORY_COLUMNS):
         assert f"<code>{column}</code>" in html
+
+
+def test_methods_page_explains_what_the_reconstruction_pins(client, db):
+    html = client.get("/methods/").content.decode()
+    text = html.split('data-testid="seed-spread">')[1].split("</p>")[0]
+    assert "200 independent reconstructions" in " ".join(text.split())
+    assert "exact" in text and "seeded draw" in text
