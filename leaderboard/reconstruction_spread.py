@@ -32,6 +32,15 @@ LEADERBOARD_COLUMNS = ("tie_group_shares", "ci_low_min", "ci_low_max", "ci_high_
 CATEGORY_COLUMNS = ("ci_low_min", "ci_low_max", "ci_high_min", "ci_high_max")
 
 
+def share_text(share: float) -> str:
+    """A share as a whole percent, or with one decimal where rounding would show 0% or 100%
+    for a share that is neither: 0.815 -> "82%", 0.005 -> "0.5%", 0.995 -> "99.5%"."""
+    whole = round(share * 100)
+    if (whole in (0, 100)) and 0 < share < 1:
+        return f"{share * 100:.1f}%"
+    return f"{whole}%"
+
+
 @dataclass
 class AgentSpread:
     """One reconstructed agent's seeded figures across the reconstructions."""
@@ -46,7 +55,7 @@ class AgentSpread:
         """"1 (82%), 2 (18%)", or "1" when every reconstruction agrees."""
         if len(self.group_shares) == 1:
             return str(self.group_shares[0][0])
-        return ", ".join(f"{g} ({share:.0%})" for g, share in self.group_shares)
+        return ", ".join(f"{g} ({share_text(share)})" for g, share in self.group_shares)
 
     @property
     def groups_range(self) -> str:

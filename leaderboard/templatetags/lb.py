@@ -172,3 +172,10 @@ def tie_label(entry) -> str:
     """The entry's tie group; a reconstructed row's as its shares across reconstructions."""
     s = reconstruction_spread.for_entry(entry)
     return str(entry.tie_group) if s is None else s.groups_label
+
+
+@register.filter
+def share(value) -> str:
+    """A share of reconstructions: "82%", or "0.5%" / "99.5%" where whole percents would
+    say 0% or 100%."""
+    return reconstruction_spread.share_text(value)

@@ -141,6 +141,10 @@ def test_spread_counts_groups_and_envelopes_by_hand():
 
 
 def test_labels():
+    assert [reconstruction_spread.share_text(x) for x in (0.815, 0.005, 0.995, 1.0, 0.0)] == [
+        "82%", "0.5%", "99.5%", "100%", "0%"]
+    assert reconstruction_spread.AgentSpread(200, [(1, 0.995), (2, 0.005)]).groups_label == (
+        "1 (99.5%), 2 (0.5%)")
     a = reconstruction_spread.AgentSpread(200, [(1, 0.815), (2, 0.185)])
     assert a.groups_label == "1 (82%), 2 (18%)" and a.groups_range == "1–2"
     assert a.modal_group == 1 and a.shares_text() == "1:0.815;2:0.185"
@@ -162,7 +166,10 @@ def test_leaderboard_page_shows_group_shares_and_envelopes(client, demo_bv):
     assert html.count('data-testid="tie-shares"') == 10
     assert html.count('data-testid="ci-envelope"') == 10
     codex = committed["Claude Code (Opus 4.8)"]
-    assert codex.groups_label in html
+    cell = html.split(">Claude Code (Opus 4.8)<")[0].rsplit('data-testid="tie-shares"', 1)[1]
+    for g, share in codex.group_shares:
+        assert (f'tie-{g}">{g}</span>&nbsp;<span class="muted">'
+                f'{reconstruction_spread.share_text(share)}</span>') in cell
     lo, hi = codex.ranges["ci_high"]
     assert f"{lo * 100:.1f}–{hi * 100:.1f}%" in html
 
