@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from leaderboard import reconstruction_spread
 from leaderboard.formatting import format_pct
 
 # Sequential scale for success rates: 0% light, 100% dark (ColorBrewer Blues, light to dark).
@@ -30,17 +31,30 @@ def _pct(v: float | None) -> str:
     return format_pct(v, 1)
 
 
+def _interval(e) -> tuple[float, float, str]:
+    """(low, high, hover text) of an entry's 95% interval; a reconstructed row's is the
+    envelope across reconstructions (issue 26: its lowest lower and highest upper bound)."""
+    s = reconstruction_spread.for_entry(e)
+    if s is None:
+        return e.ci_low, e.ci_high, f"95% CI {_pct(e.ci_low)}–{_pct(e.ci_high)}"
+    (lo, lo_max), (hi_min, hi) = s.ranges["ci_low"], s.ranges["ci_high"]
+    return lo, hi, (f"95% CI bounds across {s.reconstructions} reconstructions: "
+                    f"{_pct(lo)}–{_pct(lo_max)}, {_pct(hi_min)}–{_pct(hi)}")
+
+
 def leaderboard_bar(entries: Sequence) -> dict:
     names = [e.agent.display_name for e in entries]
+    ci = [_interval(e) for e in entries]
     return {
         "data": [{
             "type": "bar", "orientation": "h", "y": names,
             "x": [e.success_rate for e in entries],
             "error_x": {"type": "data", "symmetric": False,
-                        "array": [e.ci_high - e.success_rate for e in entries],
-                        "arrayminus": [e.success_rate - e.ci_low for e in entries]},
-            "hovertext": [f"{e.agent.display_name}: {_pct(e.success_rate)} "
-                          f"(95% CI {_pct(e.ci_low)}–{_pct(e.ci_high)})" for e in entries],
+                        "array": [c[1] - e.success_rate for e, c in zip(entries, ci, strict=True)],
+                        "arrayminus": [e.success_rate - c[0]
+                                       for e, c in zip(entries, ci, strict=True)]},
+            "hovertext": [f"{e.agent.display_name}: {_pct(e.success_rate)} ({c[2]})"
+                          for e, c in zip(entries, ci, strict=True)],
             "hoverinfo": "text", "marker": {"color": "#2563eb"},
         }],
         "layout": {**_LAYOUT,
@@ -111,8 +125,8 @@ def comparison_dots(rows: Sequence, x_label) -> dict:
             "x": [x_label(e) for e in r.entries], "y": [e.success_rate for e in r.entries],
             "marker": {"size": 11},
             "error_y": {"type": "data", "symmetric": False,
-                        "array": [e.ci_high - e.success_rate for e in r.entries],
-                        "arrayminus": [e.success_rate - e.ci_low for e in r.entries]},
+                        "array": [_interval(e)[1] - e.success_rate for e in r.entries],
+                        "arrayminus": [e.success_rate - _interval(e)[0] for e in r.entries]},
             "hovertext": [f"{e.agent.display_name}: {_pct(e.success_rate)}" for e in r.entries],
             "hoverinfo": "text",
         })

@@ -54,10 +54,11 @@ def _read_csv(path: Path, mtime: float) -> tuple[dict, ...]:
         return tuple(csv.DictReader(fh))
 
 
-def committed_table(path: Path = CSV_PATH) -> dict:
+def committed_table(path: Path | None = None) -> dict:
     """The committed simulation table, grouped for the methods page: coverage and width per
     true rate (before and now), tie splits and power (before and now), pass@k/pass^k bias.
     Empty when the file is missing."""
+    path = CSV_PATH if path is None else path
     if not path.exists():
         return {}
     rows = _read_csv(path, path.stat().st_mtime)
@@ -101,6 +102,12 @@ def committed_table(path: Path = CSV_PATH) -> dict:
         "board_split_before": pick("equal agents split", TIE_BEFORE).get(BOARD_SPLIT_SCENARIO),
         "bias": biases,
         "max_bias_complete": max(abs(b["bias"]) for b in biases if "lost" not in b["scenario"]),
+        # issue 26: every figure the page's prose quotes comes from the table
+        "coverage_before_max": max(c["before"] for c in coverage),
+        "lost_pass_at_min": min(b["bias"] for b in biases
+                                if "lost" in b["scenario"] and b["metric"] == "pass@k bias"),
+        "lost_pass_hat_max": max(b["bias"] for b in biases
+                                 if "lost" in b["scenario"] and b["metric"] == "pass^k bias"),
     }
 
 

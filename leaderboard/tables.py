@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from leaderboard import selectors
+from leaderboard import reconstruction_spread, selectors
 from evaluation.models import BenchmarkVersion
 from submissions.models import OUTCOME_CODES
 
@@ -97,6 +97,18 @@ def _prov(e) -> str:
 
 REPORTED = "as the submission reported it (not measured by the site)"
 
+
+def _spread_columns(names: tuple[str, ...], values: Callable, kinds: dict
+                    ) -> tuple[Column, ...]:
+    """The columns of a reconstructed row's spread across reconstructions
+    (leaderboard.reconstruction_spread), value i of ``values(source)``; floats unless ``kinds``
+    says otherwise; null on every real submission's row."""
+    def column(i: int, name: str) -> Column:
+        kind, help_text = kinds.get(name, (FLOAT, "reconstructed rows: the smallest or largest "
+                                                  "value across reconstructions"))
+        return Column(name, kind, lambda s: values(s)[i], null=True, help=help_text)
+    return tuple(column(i, name) for i, name in enumerate(names))
+
 # The first 13 columns are the published, fixed CSV interface; extras follow (stable ids last).
 # reported_*: the submission's own figures (its Harbor result.json), never measured by the site.
 LEADERBOARD = TableSpec("leaderboard", "LeaderboardRow", (
@@ -145,6 +157,13 @@ LEADERBOARD = TableSpec("leaderboard", "LeaderboardRow", (
     Column("counted_trials", INT, _cov("counted"), null=True),
     Column("passes_not_reproduced_or_rerun", INT, _cov("passes_uncovered"), null=True),
     Column("badge", TEXT, lambda e: e.badge),
+    # issue 26: a reconstructed row's seeded figures across reconstructions (null otherwise)
+    *_spread_columns(
+        reconstruction_spread.LEADERBOARD_COLUMNS, reconstruction_spread.leaderboard_columns,
+        {"tie_group_shares": (TEXT, "reconstructed rows: share of reconstructions placing the "
+                                    "agent in each tie group, '1:0.815;2:0.185'"),
+         "reconstructions": (INT, "reconstructed rows: how many reconstructions the ranges "
+                                  "span")}),
     Column("agent_id", INT, lambda e: e.agent_id, help="stable id of the agent"),
     Column("agent_slug", TEXT, lambda e: e.agent.slug,
            help="the agent page's /agents/<slug>/"),
@@ -179,6 +198,10 @@ CATEGORIES = TableSpec("categories", "CategoryRow", (
     Column("ci_low", FLOAT, lambda s: _r(s.result.ci_low)),
     Column("ci_high", FLOAT, lambda s: _r(s.result.ci_high)),
     Column("provenance", TEXT, lambda s: _prov(s.entry)),
+    # issue 26: the interval's bounds across reconstructions (null on real rows)
+    *_spread_columns(reconstruction_spread.CATEGORY_COLUMNS,
+                     lambda s: reconstruction_spread.category_columns(s.entry, s.category.slug),
+                     {}),
     Column("agent_id", INT, lambda s: s.entry.agent_id, help="stable id of the agent"),
     Column("submission_id", INT, lambda s: s.entry.submission_id, help="the ranked submission"),
 ))

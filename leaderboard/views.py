@@ -10,7 +10,14 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_safe
 
-from leaderboard import charts, csv_copy, selectors, simulation_results, tables
+from leaderboard import (
+    charts,
+    csv_copy,
+    selectors,
+    simulation_results,
+    simulation_robustness,
+    tables,
+)
 from leaderboard.caching import cached_response, cached_site_response
 from leaderboard.csv_export import csv_bytes_response, csv_response, csv_stream_response
 from leaderboard.filters import entry_filters
@@ -317,7 +324,8 @@ def show_methods(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/methods.html",
                   {**selectors.screen_rules_described(), **selectors.verification_described(),
                    "sim": simulation_results.committed_table(),
-                   "rerun_sim": simulation_results.committed_rerun_table()})
+                   "rerun_sim": simulation_results.committed_rerun_table(),
+                   "robust": simulation_robustness.committed_robustness()})  # issue 26
 
 
 @require_GET

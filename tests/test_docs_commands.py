@@ -62,6 +62,11 @@ SKIPPED = {
                                                                    "short run is tests/"
                                                                    "leaderboard/"
                                                                    "test_simulation.py)",
+    r"^\.venv/bin/python manage\.py reconstruction_spread$": "rewrites the committed "
+                                                           "leaderboard/data/"
+                                                           "reconstruction_spread.csv (tests/"
+                                                           "leaderboard/test_reconstruction_"
+                                                           "spread.py runs its code path)",
     r"^docker compose ": "Docker",
     r"^cp \.env\.example \.env$": "compose set-up (make run writes .env itself)",
     r"^\.venv/bin/python manage\.py \.\.\.$": "prose: any management command",

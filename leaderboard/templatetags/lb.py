@@ -5,6 +5,7 @@ from django.http import QueryDict
 from django.utils.html import format_html
 
 from evaluation.synthetic_judge import is_synthetic
+from leaderboard import reconstruction_spread
 from leaderboard.formatting import format_pct
 
 register = template.Library()
@@ -128,3 +129,53 @@ def signed_pts(value) -> str:
 def points(value) -> str:
     """A width as a fraction, in percentage points: 0.1725 -> "17.3 pts"."""
     return f"{float(value) * 100:.1f} pts"
+
+
+@register.filter
+def seed_spread(entry):
+    """A reconstructed entry's figures across reconstructions (issue 26), else None. Read from
+    the committed file once per process: no query, no reconstruction."""
+    return reconstruction_spread.for_entry(entry)
+
+
+@register.filter
+def pct_range(bounds, digits: int = 1) -> str:
+    """(0.225, 0.252) -> "22.5–25.2%"; one value when both ends round alike."""
+    lo, hi = (format_pct(b, digits) for b in bounds)
+    return lo if lo == hi else f"{lo.rstrip('%')}–{hi}"
+
+
+@register.filter
+def category_spread(spread, slug: str):
+    """The (ci_low, ci_high) ranges of one category of a spread, or None."""
+    return spread.categories.get(slug) if spread else None
+
+
+@register.simple_tag
+def reconstructions_count() -> int | None:
+    """How many reconstructions the committed spread covers (None without the file)."""
+    return reconstruction_spread.reconstructions()
+
+
+@register.filter
+def interval(entry) -> str:
+    """"[lo, hi]" of an entry's 95% interval; a reconstructed row's bounds as their ranges
+    across reconstructions (issue 26)."""
+    s = reconstruction_spread.for_entry(entry)
+    if s is None:
+        return f"[{format_pct(entry.ci_low)}, {format_pct(entry.ci_high)}]"
+    return f"[{pct_range(s.ranges['ci_low'])}, {pct_range(s.ranges['ci_high'])}]"
+
+
+@register.filter
+def tie_label(entry) -> str:
+    """The entry's tie group; a reconstructed row's as its shares across reconstructions."""
+    s = reconstruction_spread.for_entry(entry)
+    return str(entry.tie_group) if s is None else s.groups_label
+
+
+@register.filter
+def share(value) -> str:
+    """A share of reconstructions: "82%", or "0.5%" / "99.5%" where whole percents would
+    say 0% or 100%."""
+    return reconstruction_spread.share_text(value)

@@ -22,7 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from devtools import simulation
+from devtools import robustness, simulation
 from leaderboard.demo.reconstruct import load_paper, reconstruct
 from submissions.verification.design import Design
 
@@ -40,14 +40,42 @@ class Command(BaseCommand):
                             help="simulated submissions per agent rate and scenario")
         parser.add_argument("--rerun-output", type=Path, default=simulation.RERUN_CSV_PATH,
                             help="re-run design CSV to write (default: the committed table)")
-        parser.add_argument("--only", choices=("all", "stats", "rerun"), default="all")
+        parser.add_argument("--only", choices=("all", "stats", "robustness", "rerun"),
+                            default="all")
+        parser.add_argument("--robust-boards", type=int, default=10_000,
+                            help="boards per benchmark model (robustness)")
+        parser.add_argument("--attempts-boards", type=int, default=2_000,
+                            help="benchmarks per interaction sd, gap and attempts per task")
 
     def handle(self, *args, boards: int, seed: int, output: Path, rerun_reps: int,
-               rerun_output: Path, only: str, **options):
+               rerun_output: Path, only: str, robust_boards: int, attempts_boards: int,
+               **options):
         if only in ("all", "stats"):
+            kept = robustness.robust_rows(output)
             self.stats(boards, seed, output)
+            robustness.append_rows(kept, output)
+        if only in ("all", "robustness"):
+            self.robustness(robust_boards, attempts_boards, seed, output)
         if only in ("all", "rerun"):
             self.rerun(rerun_reps, seed, rerun_output)
+
+    def robustness(self, boards: int, attempts_boards: int, seed: int, output: Path) -> None:
+        """Issue 26: the interval and tie rule across plausible benchmarks, and power by
+        attempts per task (devtools/robustness.py)."""
+        started, cpu = time.perf_counter(), time.process_time()
+        base = simulation.fit_shape(reconstruct(load_paper()))
+        alpha = settings.LEADERBOARD_TIE_ALPHA
+        rows = []
+        for i, (label, shape) in enumerate(robustness.model_shapes(base).items()):
+            rows += robustness.simulate_model(label, shape, boards=boards, seed=seed + i,
+                                              alpha=alpha)
+        rows += robustness.simulate_attempts(base, boards=attempts_boards, seed=seed,
+                                             alpha=alpha)
+        self.stdout.write(simulation.format_table(rows))
+        robustness.merge_csv(rows, output, boards=boards, seed=seed)
+        self.stdout.write(f"wrote {output}: {boards} boards per model, {attempts_boards} per "
+                          f"attempts cell, wall time {time.perf_counter() - started:.1f} s, CPU "
+                          f"time {time.process_time() - cpu:.1f} s")
 
     def stats(self, boards: int, seed: int, output: Path) -> None:
         started, cpu = time.perf_counter(), time.process_time()
