@@ -476,7 +476,11 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Stored uploads: filesystem by default, S3-compatible in production (django-storages) ---
+# Seconds before a request to the S3 store is given up (connect and read; retried 3 times).
+S3_TIMEOUT_S = env.float("S3_TIMEOUT_S", default=10.0)
 if env.bool("USE_S3", default=False):
+    from botocore.config import Config as _botocore_config
+
     STORAGES["default"] = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
@@ -489,6 +493,11 @@ if env.bool("USE_S3", default=False):
             "default_acl": "private",
             "querystring_auth": True,
             "file_overwrite": False,
+            # An unreachable or hung store fails a request within about S3_TIMEOUT_S x 3 (an
+            # upload then answers 503 + Retry-After; nothing is half-stored), not botocore's 60 s.
+            "client_config": _botocore_config(
+                connect_timeout=S3_TIMEOUT_S, read_timeout=S3_TIMEOUT_S,
+                retries={"max_attempts": 3, "mode": "standard"}),
         },
     }
 # Uploads whose intake message or worker was lost are published again: every 60 s,
