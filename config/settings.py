@@ -456,6 +456,13 @@ VERIFICATION_RERUN_MODEL_ENDPOINTS = env.json("VERIFICATION_RERUN_MODEL_ENDPOINT
 # (0: the task's agent timeout plus 15 minutes).
 HARBOR_VENV = env.str("HARBOR_VENV", default=str(BASE_DIR / ".venv-harbor"))
 VERIFICATION_HARBOR_TIMEOUT_S = env.float("VERIFICATION_HARBOR_TIMEOUT_S", default=0.0)
+# Harbor's environment backend of the re-run, named as Harbor names it (`harbor run --env`):
+# docker (the worker's own engine) or a vetted cloud backend (evaluation/runner/harbor_envs.py:
+# daytona, modal, e2b, runloop, gke), with its `--ek key=value` kwargs (JSON object) and its
+# credentials taken from VERIFICATION_AGENT_SECRETS. Re-grades and replays never leave the worker.
+VERIFICATION_HARBOR_ENVIRONMENT = env.str("VERIFICATION_HARBOR_ENVIRONMENT", default="docker")
+VERIFICATION_HARBOR_ENVIRONMENT_KWARGS = env.json("VERIFICATION_HARBOR_ENVIRONMENT_KWARGS",
+                                                  default={})
 # Container names and labels of a job's runs start with <prefix><job id>- (deterministic; set a
 # distinct prefix when several sites or test sessions share one Docker engine).
 VERIFICATION_RUN_PREFIX = env.str("VERIFICATION_RUN_PREFIX", default="v")

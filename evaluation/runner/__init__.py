@@ -79,10 +79,17 @@ from evaluation.runner.harbor import (
     ENDPOINT_KWARGS,
     HarborJob,
     HarborTrial,
+    harbor_command,
     harbor_problem,
     harbor_run,
     harbor_version,
     site_kwargs,
+)
+from evaluation.runner.harbor_envs import (
+    HARBOR_ENVIRONMENTS,
+    HarborBackend,
+    harbor_backend,
+    harbor_environment_problem,
 )
 from evaluation.runner.base import base_image_digest, base_image_files, base_image_tag
 from evaluation.runner.images import (
@@ -155,7 +162,8 @@ __all__ = [
     "REASON_TIMEOUT", "TASK_DIGEST_LABEL", "TASK_IMAGE_REPO", "TMP_TMPFS_MB", "TRUNCATION_MARKER",
     "AgentRun", "ContainerRun", "ExecResult", "ImageBuildError", "InfrastructureError",
     "ENDPOINT_KWARGS", "HarborJob", "HarborTrial", "harbor_problem", "harbor_run",
-    "harbor_version", "site_kwargs",
+    "harbor_version", "site_kwargs", "harbor_command", "HARBOR_ENVIRONMENTS", "HarborBackend",
+    "harbor_backend", "harbor_environment_problem",
     "EgressRoute", "ModelGateway", "model_egress", "HOST_SIDE_AGENTS", "INSTALLED_HARNESSES",
     "KNOWN_INSTALLED_AGENTS", "build_harness_image", "harness_image_tag", "harness_problem",
     "harness_task_image", "installed_harness",
