@@ -466,6 +466,10 @@ VERIFICATION_HARBOR_ENVIRONMENT_KWARGS = env.json("VERIFICATION_HARBOR_ENVIRONME
 # Container names and labels of a job's runs start with <prefix><job id>- (deterministic; set a
 # distinct prefix when several sites or test sessions share one Docker engine).
 VERIFICATION_RUN_PREFIX = env.str("VERIFICATION_RUN_PREFIX", default="v")
+# The worker is the only user of its Docker engine and temporary folder (an evaluation machine
+# of its own): at start, before it consumes, it removes every labelled container, network and
+# volume on the engine and the runner's temporary folders (left there by a host lost mid-job).
+VERIFICATION_REAP_ON_START = env.bool("VERIFICATION_REAP_ON_START", default=False)
 # Worker health (R12, evaluation/health.py): a worker claims jobs only with this much free disk
 # (temporary files, media, the engine's data root), a reachable engine with a patched runc, the
 # base image (with this id when set, e.g. sha256:...) and every task image under its digest tag.

@@ -138,7 +138,7 @@ from evaluation.runner.phases import (
     run_agent,
     run_verifier,
 )
-from evaluation.runner.reaper import reap_job_prefix, reap_stale
+from evaluation.runner.reaper import reap_engine, reap_job_prefix, reap_stale
 from evaluation.runner.results import (
     REASON_OOM,
     REASON_PIDS,
@@ -172,7 +172,7 @@ __all__ = [
     "base_image_digest", "base_image_files", "base_image_tag",
     "engine_status", "ensure_base_image", "host_address", "image_build", "image_exists", "image_size",
     "prune_task_images",
-    "load_task_toml", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",
+    "load_task_toml", "reap_engine", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",
     "run_verifier", "safe_extract", "tar_from_dir", "tar_from_files", "task_image_repo",
     "task_image_tag", "task_user", "tree_digest",
 ]
