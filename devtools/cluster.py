@@ -79,6 +79,7 @@ class Program:
     name: str
     proc: subprocess.Popen
     log: Path
+    log_from: int = 0  # where this process's lines begin in its (appended) log
 
 
 class Network:
@@ -195,13 +196,14 @@ class Cluster:
     def spawn(self, host: str, name: str, argv: list[str], env: dict | None = None) -> Program:
         """`argv` in the host's namespace, with the host's hostname, as its own process group."""
         log = self.host_dir(host) / f"{name}.log"
+        log_from = log.stat().st_size if log.exists() else 0
         cmd = ["nsenter", f"--net=/run/netns/{self.net.netns(host)}", "unshare", "--uts", "--",
                "sh", "-c", 'hostname "$0" && exec "$@"', f"{self.tag}-{host}", *argv]
         with open(log, "ab") as out:
             proc = subprocess.Popen(cmd, env=env or self.env(host), stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     cwd=_repo())
-        program = Program(f"{host}/{name}", proc, log)
+        program = Program(f"{host}/{name}", proc, log, log_from)
         self.programs[program.name] = program
         return program
 
@@ -240,7 +242,7 @@ class Cluster:
         while time.monotonic() < deadline:
             if program.proc.poll() is not None:
                 raise RuntimeError(f"{name} exited: {program.log.read_text()[-3000:]}")
-            if b" ready." in program.log.read_bytes():
+            if b" ready." in program.log.read_bytes()[program.log_from:]:
                 return
             time.sleep(0.3)
         raise RuntimeError(f"{name} not ready in {timeout} s: {program.log.read_text()[-3000:]}")
@@ -361,6 +363,20 @@ class Cluster:
         for service in (self.redis, self.pg):
             if service is not None:
                 service.stop()
+        self._cleanup_host_state()
+
+    def _cleanup_host_state(self) -> None:
+        """What a lost engine leaves in the machine's namespaces: mounts under the cluster's
+        root (its data root) and its empty cgroup folders."""
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        for point in sorted((m for m in mounts if m.startswith(f"{self.root}/")), reverse=True):
+            sh("umount", "-l", point, check=False)
+        for host in EVAL_HOSTS:
+            for base in Path("/sys/fs/cgroup").glob(f"*/{self.cgroup_parent(host).lstrip('/')}"):
+                # A cgroup folder goes with rmdir once empty of processes, children first.
+                for d in sorted((p for p in base.rglob("*") if p.is_dir()), reverse=True):
+                    sh("rmdir", d, check=False)
+                sh("rmdir", base, check=False)
 
 
 def _repo() -> Path:

@@ -148,19 +148,28 @@ class Batch:
         from submissions.models import JobStatus, VerificationJob
 
         prefix = f"{self.c.tag}-eval1:"
+        # Its second job or later: both hosts have then finished a job of the batch.
+        self._wait(lambda: VerificationJob.objects.filter(
+            status=JobStatus.DONE, claimed_by__startswith=prefix).exists(), "eval1 to end a job")
         job = self._wait(lambda: VerificationJob.objects.filter(
-            status=JobStatus.RUNNING, claimed_by__startswith=prefix).first(), "eval1 to run a job")
-        time.sleep(3)  # mid-job: its verifier containers are running
+            status=JobStatus.RUNNING, claimed_by__startswith=prefix).first(),
+            "eval1 to run a job", step=0.2)
+        time.sleep(2)  # mid-job: its verifier containers are running
         killed = self.c.kill_host("eval1")
         t_kill = time.monotonic()
         self.say(f"host eval1 lost (SIGKILL of {killed} processes) while it ran job {job.pk} "
                  f"(attempt {job.attempt})")
+        self._wait(lambda: not VerificationJob.objects.filter(
+            pk=job.pk, status=JobStatus.RUNNING, claimed_by__startswith=prefix).exists(),
+            f"job {job.pk} to be released", step=0.2)
+        released_s = time.monotonic() - t_kill
         taken = self._wait(lambda: VerificationJob.objects.filter(
             pk=job.pk, attempt__gt=job.attempt).exclude(claimed_by__startswith=prefix).first(),
             f"job {job.pk} to be taken over", step=0.2)
         reclaim_s = time.monotonic() - t_kill
-        self.say(f"job {job.pk} re-claimed by {self._host_of(taken.claimed_by)} after "
-                 f"{reclaim_s:.1f} s (stale after {self.c.stale_after_s} s)")
+        self.say(f"job {job.pk} released after {released_s:.1f} s, re-claimed by "
+                 f"{self._host_of(taken.claimed_by)} after {reclaim_s:.1f} s (stale after "
+                 f"{self.c.stale_after_s} s, reaper every {self.c.reaper_interval_s:g} s)")
         done = self._wait(lambda: VerificationJob.objects.filter(
             pk=job.pk, status__in=[JobStatus.DONE, JobStatus.FAILED]).first(),
             f"job {job.pk} to finish")
@@ -181,7 +190,8 @@ class Batch:
         reaped_line = [ln for ln in worker.log.read_text().splitlines() if "reaped at start" in ln]
         self.say(f"eval1 back: left behind {({k: len(v) for k, v in left.items()})}, after its "
                  f"start {({k: len(v) for k, v in after.items()})}; {reaped_line[-1:]}")
-        return {"job": job.pk, "job_status": done.status, "reclaim_s": round(reclaim_s, 1),
+        return {"job": job.pk, "job_status": done.status, "released_s": round(released_s, 1),
+                "reclaim_s": round(reclaim_s, 1),
                 "finished_after_s": round(finish_s, 1), "taken_by": self._host_of(taken.claimed_by),
                 "left_behind": {k: len(v) for k, v in left.items()},
                 "after_restart": {k: len(v) for k, v in after.items()},
@@ -258,7 +268,14 @@ class Batch:
                  for h in ("web", "intake", *EVAL_HOSTS)}
         checks = list(TrialCheck.objects.filter(job__submission_id__in=ids, kind="regrade")
                       .exclude(duration_s=None).values_list("duration_s", flat=True))
+        # A host's throughput: a finished job's wall time per trial (one job at a time per
+        # host, VERIFICATION_PARALLEL_TRIALS trials at once), jobs of one attempt only.
+        done = VerificationJob.objects.filter(submission_id__in=ids, attempt=1,
+                                              status=JobStatus.DONE).select_related("submission")
+        per_trial = [(j.finished_at - j.started_at).total_seconds()
+                     / max(1, j.submission.trials_total) for j in done]
         return {"submissions": len(ids), "verified_once": len(once), "lost": len(lost),
+                "job_s_per_trial": round(statistics.median(per_trial), 2) if per_trial else None,
                 "duplicated": len(duplicated), "stuck": len(stuck), "jobs_per_host": per_host,
                 "job_attempts": sorted(j.attempt for j in jobs), "archives_whole": stored_ok,
                 "local_media_files": media, "regrade_checks": len(checks),

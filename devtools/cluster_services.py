@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -68,8 +69,14 @@ class ClusterPostgres:
         try:
             self._run(self.bin / "pg_ctl", "-D", self.root / "data", "-w", "-m", "immediate",
                       "stop")
-        except subprocess.CalledProcessError:
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
             pass
+        pid_file = self.root / "data" / "postmaster.pid"
+        if pid_file.exists():  # pg_ctl did not stop it: the postmaster's own pid
+            try:
+                os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)
+            except (ProcessLookupError, ValueError):
+                pass
 
 
 class ClusterRedis:

@@ -131,8 +131,9 @@ def reap_job_prefix(prefix: str, *, keep_attempt: int | None = None) -> list[str
     return removed
 
 
-# Temporary folders of the runner and the agents (tempfile prefixes in evaluation/).
-TEMP_PREFIXES = ("hab-agent-", "hab-output-", "hab-harness-", "hab-task-dockerfile-")
+# Temporary folders of the runner, the agents and the checks are all named hab-* (tempfile
+# prefixes in evaluation/ and submissions/verification/checks/).
+TEMP_PREFIX = "hab-"
 
 
 def reap_engine() -> dict[str, list[str]]:
@@ -142,8 +143,8 @@ def reap_engine() -> dict[str, list[str]]:
     volumes and the temporary files of the jobs it ran belong to jobs another host took over."""
     containers = reap_job_prefix("")  # every labelled run: the empty prefix matches them all
     temp = []
-    for path in sorted(Path(tempfile.gettempdir()).glob("hab-*")):
-        if path.is_dir() and path.name.startswith(TEMP_PREFIXES):
+    for path in sorted(Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*")):
+        if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
             temp.append(path.name)
     return {"containers": containers, "temporary": temp}
