@@ -49,7 +49,9 @@ class Command(BaseCommand):
             self._say(describe(cluster))
             if opts["action"] == "up":
                 self._say("cluster up; Ctrl-C stops it")
-                signal.sigwait({signal.SIGINT, signal.SIGTERM})
+                stop = {signal.SIGINT, signal.SIGTERM}
+                signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+                signal.sigwait(stop)
                 return
             from devtools.cluster_batch import Batch
 
