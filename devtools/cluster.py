@@ -357,7 +357,8 @@ class Cluster:
             self._stop_program(name, grace=60)
         if self.net is not None:
             for host in EVAL_HOSTS:
-                self.kill_host(host) if cgroup_pids(self.cgroup_parent(host)) else None
+                if cgroup_pids(self.cgroup_parent(host)):  # containers outlived their engine
+                    self.kill_host(host)
                 shutil.rmtree(f"/run/{self.tag}-{host}", ignore_errors=True)
             self.net.down()
         for service in (self.redis, self.pg):
