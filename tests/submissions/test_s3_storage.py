@@ -109,3 +109,21 @@ def test_a_hung_s3_store_answers_503_and_keeps_nothing_then_the_retry_is_stored_
     sub = Submission.objects.get(pk=pk)
     body = server.client().get_object(Bucket=BUCKET, Key=sub.archive)["Body"].read()
     assert body == archive
+
+
+def test_the_upload_form_says_the_store_is_unavailable_and_keeps_nothing(
+        s3_site, owner, tmp_path, client):
+    """R16 on the Submit page: the same refusal as the API's, shown on the form (503)."""
+    server, tasks = s3_site
+    build_job_dir(tmp_path / "job", tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    archive = io.BytesIO(targz(tmp_path / "job"))
+    archive.name = "run.tar.gz"
+    client.force_login(owner)
+    server.pause()
+    try:
+        response = client.post("/submit/", {"archive": archive})
+    finally:
+        server.resume()
+    assert response.status_code == 503
+    assert b"storage_unavailable" in response.content or b"unavailable" in response.content
+    assert Submission.objects.filter(owner=owner).count() == 0
