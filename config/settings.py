@@ -456,9 +456,20 @@ VERIFICATION_RERUN_MODEL_ENDPOINTS = env.json("VERIFICATION_RERUN_MODEL_ENDPOINT
 # (0: the task's agent timeout plus 15 minutes).
 HARBOR_VENV = env.str("HARBOR_VENV", default=str(BASE_DIR / ".venv-harbor"))
 VERIFICATION_HARBOR_TIMEOUT_S = env.float("VERIFICATION_HARBOR_TIMEOUT_S", default=0.0)
+# Harbor's environment backend of the re-run, named as Harbor names it (`harbor run --env`):
+# docker (the worker's own engine) or a vetted cloud backend (evaluation/runner/harbor_envs.py:
+# daytona, modal, e2b, runloop, gke), with its `--ek key=value` kwargs (JSON object) and its
+# credentials taken from VERIFICATION_AGENT_SECRETS. Re-grades and replays never leave the worker.
+VERIFICATION_HARBOR_ENVIRONMENT = env.str("VERIFICATION_HARBOR_ENVIRONMENT", default="docker")
+VERIFICATION_HARBOR_ENVIRONMENT_KWARGS = env.json("VERIFICATION_HARBOR_ENVIRONMENT_KWARGS",
+                                                  default={})
 # Container names and labels of a job's runs start with <prefix><job id>- (deterministic; set a
 # distinct prefix when several sites or test sessions share one Docker engine).
 VERIFICATION_RUN_PREFIX = env.str("VERIFICATION_RUN_PREFIX", default="v")
+# The worker is the only user of its Docker engine and temporary folder (an evaluation machine
+# of its own): at start, before it consumes, it removes every labelled container, network and
+# volume on the engine and the runner's temporary folders (left there by a host lost mid-job).
+VERIFICATION_REAP_ON_START = env.bool("VERIFICATION_REAP_ON_START", default=False)
 # Worker health (R12, evaluation/health.py): a worker claims jobs only with this much free disk
 # (temporary files, media, the engine's data root), a reachable engine with a patched runc, the
 # base image (with this id when set, e.g. sha256:...) and every task image under its digest tag.
@@ -476,7 +487,11 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Stored uploads: filesystem by default, S3-compatible in production (django-storages) ---
+# Seconds before a request to the S3 store is given up (connect and read; retried 3 times).
+S3_TIMEOUT_S = env.float("S3_TIMEOUT_S", default=10.0)
 if env.bool("USE_S3", default=False):
+    from botocore.config import Config as _botocore_config
+
     STORAGES["default"] = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
@@ -489,6 +504,11 @@ if env.bool("USE_S3", default=False):
             "default_acl": "private",
             "querystring_auth": True,
             "file_overwrite": False,
+            # An unreachable or hung store fails a request within about S3_TIMEOUT_S x 3 (an
+            # upload then answers 503 + Retry-After; nothing is half-stored), not botocore's 60 s.
+            "client_config": _botocore_config(
+                connect_timeout=S3_TIMEOUT_S, read_timeout=S3_TIMEOUT_S,
+                retries={"max_attempts": 3, "mode": "standard"}),
         },
     }
 # Uploads whose intake message or worker was lost are published again: every 60 s,

@@ -146,6 +146,10 @@ def resolve_site_agent(
         endpoint, why = model_endpoint(model)
         if endpoint is None:
             return None, why
+        refused = runner.harbor_environment_problem(
+            in_container=runner.installed_harness(name) is not None)
+        if refused:  # not re-run, as a model with no endpoint (docs/deploy.md)
+            return None, refused
         return SiteAgent(kind="harbor", name=name, model=model,
                          kwargs=dict(agent_settings.get("kwargs") or {}),
                          version=harness_version), ""

@@ -28,7 +28,7 @@ from submissions.authentication import ApiTokenAuthentication
 from submissions.harbor_intake import REFERENCE_MODEL_DISPLAY
 from submissions.intake import submission_receive
 from submissions.models import INTAKE_STATUSES, SubmissionStatus, coverage_badge
-from submissions.services import IdempotencyConflict, QuotaExceeded
+from submissions.services import IdempotencyConflict, QuotaExceeded, StorageUnavailable
 from submissions.uploads import request_upload_too_large, uploaded_sha256
 from submissions.verification import public_sample, verification_progress
 
@@ -328,7 +328,9 @@ class SubmissionCollectionApi(ApiView):
             409: error("the Idempotency-Key belongs to another upload", _Error),
             413: error("too large", _Error),
             415: error("not multipart/form-data", _Error),
-            429: error("the daily quota is used", _Error)},
+            429: error("the daily quota is used", _Error),
+            503: error("the upload store is unavailable: nothing was kept; send it again "
+                       "after Retry-After seconds", _Error)},
         operation_id="submissions_create",
     )
     def post(self, request: Request) -> Response:
@@ -358,6 +360,9 @@ class SubmissionCollectionApi(ApiView):
             return Response({"code": exc.code, "detail": str(exc)}, status=429)
         except IdempotencyConflict as exc:
             return Response({"code": exc.code, "detail": str(exc)}, status=409)
+        except StorageUnavailable as exc:  # retryable: nothing was kept (R16)
+            return Response({"code": exc.code, "detail": str(exc)}, status=503,
+                            headers={"Retry-After": "30"})
         body = {"id": submission.pk, "status": submission.status,
                 "url": reverse("submission-status", args=[submission.pk])}
         # A replay answers like the original request did (with the submission's status now).

@@ -21,6 +21,7 @@ from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
+from botocore.exceptions import BotoCoreError, ClientError
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.cache import cache
@@ -48,6 +49,7 @@ from submissions.problems import Problem
 from submissions.services import (
     IdempotencyConflict,
     InvalidTransition,
+    StorageUnavailable,
     quota_consume,
     quota_refund,
     submission_transition,
@@ -174,8 +176,7 @@ def submission_receive(
                 old.events.create(from_status=old.status, to_status=old.status, actor=owner,
                                   note="its Idempotency-Key was reused by the corrected upload "
                                        f"{submission.pk}")
-            with _StagedFile(archive_path) as fh:
-                stored = default_storage.save(f"{_prefix(submission)}/archive", fh)
+            stored = _store_archive(submission, archive_path)
             Submission.objects.filter(pk=submission.pk).update(archive=stored)
             submission.archive = stored
             transaction.on_commit(partial(intake_publish, submission_id=submission.pk),
@@ -191,6 +192,19 @@ def submission_receive(
         _delete_quietly(stored)
         raise
     return submission, True
+
+
+def _store_archive(submission: Submission, archive_path: Path) -> str:
+    """Save the archive under the submission's prefix. A store that is down or hung raises
+    StorageUnavailable (the caller's transaction then keeps nothing: no row, no quota used);
+    S3 makes an object visible only once it is complete, so no half-stored archive is left."""
+    try:
+        with _StagedFile(archive_path) as fh:
+            return default_storage.save(f"{_prefix(submission)}/archive", fh)
+    except (BotoCoreError, ClientError, OSError) as exc:
+        logger.warning("could not store the archive of submission %s: %s", submission.pk, exc)
+        raise StorageUnavailable("the upload store is unavailable; send the upload again "
+                                 "in a minute (nothing was kept)") from exc
 
 
 def intake_publish(*, submission_id: int) -> bool:

@@ -59,6 +59,13 @@ class IdempotencyConflict(SubmissionError):
     code = "idempotency_conflict"
 
 
+class StorageUnavailable(SubmissionError):
+    """The upload store (the filesystem or the S3 store) refused or did not answer: nothing was
+    kept, the upload may be sent again (the API answers 503 with Retry-After)."""
+
+    code = "storage_unavailable"
+
+
 # --- API tokens ------------------------------------------------------------------------------
 
 TOKEN_PREFIX = "hab"

@@ -6,11 +6,31 @@ evaluation queue and the beat schedule in config/settings.py. Import them elsewh
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
+from celery.signals import worker_init
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from evaluation.runner import InfrastructureError
+
+logger = logging.getLogger(__name__)
+
+
+@worker_init.connect
+def reap_engine_on_start(**_kwargs) -> None:
+    """VERIFICATION_REAP_ON_START: before this worker consumes anything, remove what a previous
+    life of its host left on its own engine and in its temporary folder (a host lost mid-job,
+    then back: its runs belong to jobs another host took over)."""
+    if not settings.VERIFICATION_REAP_ON_START:
+        return
+    from evaluation import runner
+
+    removed = runner.reap_engine()
+    logger.warning("reaped at start: %d containers, %d temporary folders (%s)",
+                   len(removed["containers"]), len(removed["temporary"]),
+                   ", ".join(removed["containers"] + removed["temporary"])[:2000] or "nothing")
 
 
 @shared_task(name="submissions.sweep_staging", soft_time_limit=300, time_limit=360,

@@ -139,6 +139,8 @@ def submit_agent(request: HttpRequest) -> HttpResponse:
                     metadata_text=meta.read(64 * 1024).decode("utf-8", "replace") if meta else "")
             except services.QuotaExceeded as exc:
                 problems, status = [{"code": exc.code, "path": "", "message": str(exc)}], 429
+            except services.StorageUnavailable as exc:
+                problems, status = [{"code": exc.code, "path": "", "message": str(exc)}], 503
             else:
                 # The live status page follows the validation, then the verdict.
                 return redirect("submission-status", pk=submission.pk)

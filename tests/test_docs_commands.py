@@ -54,6 +54,8 @@ SKIPPED = {
     r"^\.venv/bin/python manage\.py (validate_task|grade|bench_\w+|run_worker)\b": "Docker or a broker",
     r"^\.venv/bin/python manage\.py rescore\b": "a worker and Docker (tests/evaluation/"
                                                 "test_rescore.py runs it)",
+    r"^\.venv/bin/python manage\.py cluster (up|batch)$": "root, dockerd and minutes (tests/"
+                                                           "evaluation/test_cluster.py runs batch)",
     r"^\.venv/bin/python manage\.py chaos_soak$": "Docker, a worker and minutes (a short run is "
                                                    "tests/evaluation/test_chaos_soak.py)",
     r"^\.venv/bin/python -m submissions\.client --url https://leaderboard\.example\.org": "a remote site",

@@ -79,10 +79,17 @@ from evaluation.runner.harbor import (
     ENDPOINT_KWARGS,
     HarborJob,
     HarborTrial,
+    harbor_command,
     harbor_problem,
     harbor_run,
     harbor_version,
     site_kwargs,
+)
+from evaluation.runner.harbor_envs import (
+    HARBOR_ENVIRONMENTS,
+    HarborBackend,
+    harbor_backend,
+    harbor_environment_problem,
 )
 from evaluation.runner.base import base_image_digest, base_image_files, base_image_tag
 from evaluation.runner.images import (
@@ -131,7 +138,7 @@ from evaluation.runner.phases import (
     run_agent,
     run_verifier,
 )
-from evaluation.runner.reaper import reap_job_prefix, reap_stale
+from evaluation.runner.reaper import reap_engine, reap_job_prefix, reap_stale
 from evaluation.runner.results import (
     REASON_OOM,
     REASON_PIDS,
@@ -155,7 +162,8 @@ __all__ = [
     "REASON_TIMEOUT", "TASK_DIGEST_LABEL", "TASK_IMAGE_REPO", "TMP_TMPFS_MB", "TRUNCATION_MARKER",
     "AgentRun", "ContainerRun", "ExecResult", "ImageBuildError", "InfrastructureError",
     "ENDPOINT_KWARGS", "HarborJob", "HarborTrial", "harbor_problem", "harbor_run",
-    "harbor_version", "site_kwargs",
+    "harbor_version", "site_kwargs", "harbor_command", "HARBOR_ENVIRONMENTS", "HarborBackend",
+    "harbor_backend", "harbor_environment_problem",
     "EgressRoute", "ModelGateway", "model_egress", "HOST_SIDE_AGENTS", "INSTALLED_HARNESSES",
     "KNOWN_INSTALLED_AGENTS", "build_harness_image", "harness_image_tag", "harness_problem",
     "harness_task_image", "installed_harness",
@@ -164,7 +172,7 @@ __all__ = [
     "base_image_digest", "base_image_files", "base_image_tag",
     "engine_status", "ensure_base_image", "host_address", "image_build", "image_exists", "image_size",
     "prune_task_images",
-    "load_task_toml", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",
+    "load_task_toml", "reap_engine", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",
     "run_verifier", "safe_extract", "tar_from_dir", "tar_from_files", "task_image_repo",
     "task_image_tag", "task_user", "tree_digest",
 ]

@@ -58,6 +58,13 @@ from evaluation.runner.engine import (
     _safe_name,
 )
 from evaluation.runner.egress import ModelGateway, model_egress
+from evaluation.runner.harbor_envs import (
+    environment_args,
+    environment_credentials,
+    harbor_backend,
+    harbor_environment_problem,
+    offline_task_copy,
+)
 from evaluation.runner.harnesses import harness_task_image, installed_harness
 from evaluation.runner.limits import declared_outputs, load_task_toml
 
@@ -278,6 +285,9 @@ def harbor_run(
     problem = harbor_problem()
     if problem:
         raise InfrastructureError(problem)
+    refused = harbor_environment_problem(in_container=gateway is not None)
+    if refused:
+        raise ValueError(refused)  # resolve_site_agent refuses these before a job asks
     task_dir = Path(task_dir).resolve()
     work_dir = Path(work_dir)
     (work_dir / "home").mkdir(parents=True, exist_ok=True)
@@ -332,25 +342,52 @@ def harbor_run(
         gateway_log=[entry for j in jobs for entry in (j.gateway_log or [])])
 
 
-def _invoke(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: Path,
-            job_label: str, attempt: int, timeout_s: float, kwargs: dict, env: dict[str, str],
-            image: str, network: str | None) -> HarborJob:
-    jobs_dir = work_dir / "jobs"
-    job_name = "rerun"
-    overlay = work_dir / "site-overlay.compose.yaml"
-    overlay.write_text(_overlay(image, _safe_name(job_label), attempt, timeout_s + 600,
-                                network=network))
+def harbor_command(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: Path,
+                   job_label: str, attempt: int, timeout_s: float, kwargs: dict,
+                   env: dict[str, str], image: str, network: str | None,
+                   ) -> tuple[list[str], dict[str, str]]:
+    """The `harbor run` command line and the secret environment it is given, for the backend
+    VERIFICATION_HARBOR_ENVIRONMENT (harbor_envs.py). On the worker's engine (`docker`) the
+    site's compose overlay sets the image, the labels and the network; elsewhere Harbor builds
+    the task's image in the backend from a copy of the package whose network is `no-network`,
+    and the backend's credentials come from VERIFICATION_AGENT_SECRETS."""
+    backend = harbor_backend()
+    jobs = max(1, min(attempts, settings.VERIFICATION_PARALLEL_TRIALS))
+    if backend.local:
+        overlay = work_dir / "site-overlay.compose.yaml"
+        overlay.write_text(_overlay(image, _safe_name(job_label), attempt, timeout_s + 600,
+                                    network=network))
+        placement = ["--extra-docker-compose", str(overlay)]
+        task_path = task_dir
+    else:
+        if network is not None:
+            raise ValueError(f"{backend.name}: the model gateway exists only on the worker's "
+                             "engine")
+        placement = []
+        task_path = offline_task_copy(task_dir, work_dir / "task")
+        env = {**environment_credentials(backend), **env}
     cmd = [
-        str(harbor_bin()), "run", "-p", str(task_dir), "-a", agent, "-m", model,
-        "--env", "docker", "-o", str(jobs_dir), "--job-name", job_name,
-        "-k", str(max(1, attempts)),
-        "-n", str(max(1, min(attempts, settings.VERIFICATION_PARALLEL_TRIALS))),
-        "--extra-docker-compose", str(overlay), "--disable-verification", "-q", "-y",
+        str(harbor_bin()), "run", "-p", str(task_path), "-a", agent, "-m", model,
+        *environment_args(backend), "-o", str(work_dir / "jobs"), "--job-name", "rerun",
+        "-k", str(max(1, attempts)), "-n", str(jobs),
+        *placement, "--disable-verification", "-q", "-y",
     ]  # fmt: skip
     for path in declared_outputs(task_dir):
         cmd += ["--artifact", path]
     for key, value in sorted(kwargs.items()):
         cmd += ["--ak", f"{key}={json.dumps(value)}"]
+    return cmd, env
+
+
+def _invoke(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: Path,
+            job_label: str, attempt: int, timeout_s: float, kwargs: dict, env: dict[str, str],
+            image: str, network: str | None) -> HarborJob:
+    jobs_dir = work_dir / "jobs"
+    job_name = "rerun"
+    cmd, env = harbor_command(task_dir=task_dir, agent=agent, model=model, attempts=attempts,
+                              work_dir=work_dir, job_label=job_label, attempt=attempt,
+                              timeout_s=timeout_s, kwargs=kwargs, env=env, image=image,
+                              network=network)
     log_path = work_dir / "harbor.log"
     t0 = time.monotonic()
     timed_out = False

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from evaluation.runner.engine import (
     APP_LABEL,
@@ -94,7 +97,7 @@ def reap_job_prefix(prefix: str, *, keep_attempt: int | None = None) -> list[str
     """
     docker = _docker()
     c = client()
-    prefix = _safe_name(prefix)
+    prefix = _safe_name(prefix) if prefix else ""  # "": every labelled run (reap_engine)
     removed: list[str] = []
 
     def doomed(labels: dict) -> bool:
@@ -126,3 +129,22 @@ def reap_job_prefix(prefix: str, *, keep_attempt: int | None = None) -> list[str
                 except docker.errors.APIError:
                     pass
     return removed
+
+
+# Temporary folders of the runner, the agents and the checks are all named hab-* (tempfile
+# prefixes in evaluation/ and submissions/verification/checks/).
+TEMP_PREFIX = "hab-"
+
+
+def reap_engine() -> dict[str, list[str]]:
+    """Everything the runner left on this worker's engine and in its temporary folder, whatever
+    its age or state: for a worker that is the only user of both (VERIFICATION_REAP_ON_START),
+    at start, before it takes a job. After its host was lost, its containers, networks and
+    volumes and the temporary files of the jobs it ran belong to jobs another host took over."""
+    containers = reap_job_prefix("")  # every labelled run: the empty prefix matches them all
+    temp = []
+    for path in sorted(Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*")):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            temp.append(path.name)
+    return {"containers": containers, "temporary": temp}

@@ -187,7 +187,7 @@ def test_the_schema_states_the_enforced_bounds_enums_and_answers(client, db):
     assert answers["/api/v1/submissions/", "get"] == {"200", "401"}
     assert answers["/api/v1/submissions/{id}/", "get"] == {"200", "401", "404"}
     assert answers["/api/v1/submissions/", "post"] == {
-        "202", "400", "401", "403", "409", "413", "415", "429"}
+        "202", "400", "401", "403", "409", "413", "415", "429", "503"}
     # The OpenAPI link the fuzzer's stateful phase walks: an upload's id to its status.
     created = schema["paths"]["/api/v1/submissions/"]["post"]["responses"]["202"]
     assert created["links"]["SubmissionStatus"] == {
