@@ -134,7 +134,7 @@ def resolve_site_agent(
     if name in harbor_agents or slug in harbor_agents:
         name = name if name in harbor_agents else slug
         if name not in runner.HOST_SIDE_AGENTS:
-            problem = runner.harness_problem(name)
+            problem = runner.harness_problem(name, harness_version)
             if problem:
                 return None, problem
         accepted = [str(v) for v in harbor_agents[name] or []]
@@ -146,6 +146,11 @@ def resolve_site_agent(
         endpoint, why = model_endpoint(model)
         if endpoint is None:
             return None, why
+        harness = runner.installed_harness(name)
+        if harness is not None and endpoint.api_format not in harness.api_formats:
+            return None, (f"{name} cannot use the site's endpoint (the site's endpoint for "
+                          f"{model} speaks {endpoint.api_format}; {name} speaks "
+                          f"{', '.join(harness.api_formats)})")
         return SiteAgent(kind="harbor", name=name, model=model,
                          kwargs=dict(agent_settings.get("kwargs") or {}),
                          version=harness_version), ""

@@ -309,7 +309,8 @@ def harbor_run(
         with model_egress(gateway, job_id=label, attempt=attempt, log_out=log) as route:
             job = _invoke(**{**run, "attempts": 1, "job_label": label,
                              "work_dir": trial_dir},
-                          kwargs={**kwargs, harness.endpoint_kwarg: route.base_url},
+                          kwargs={**kwargs, harness.endpoint_kwarg: route.base_url.removesuffix(
+                              "/v1") + harness.endpoint_suffix},
                           image=image, network=route.network,
                           env={harness.key_env: GATEWAY_PLACEHOLDER_KEY})
         job.gateway_log = log

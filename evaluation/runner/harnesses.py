@@ -66,7 +66,7 @@ class InstalledHarness:
     install: str = ""  # `uv tool install` arguments (offline, from /tmp/wheels)
     endpoint_kwarg: str = "base_url"  # the agent kwarg that sets the model endpoint
     key_env: str = "OPENAI_API_KEY"  # gets a placeholder: the gateway holds the real key
-    api_format: str = "openai"
+    api_formats: tuple[str, ...] = ("openai",)  # the gateway's API formats it can speak
     # npm harnesses: the CLI's native executable and the commands it gets in bin/ (wrappers:
     # name -> shell line run with "$@"), paths under /opt/hab-harness/lib/node_modules.
     kind: str = "pip"  # pip | npm
@@ -98,7 +98,7 @@ INSTALLED_HARNESSES = {
         name="claude-code", version="2.1.332", kind="npm",
         requirements="harness-npm/claude-code/package-lock.json",
         commands=(("claude", f"{NODE_MODULES}/@anthropic-ai/claude-code-linux-x64/claude"),),
-        key_env="ANTHROPIC_API_KEY", api_format="anthropic", endpoint_suffix="",
+        key_env="ANTHROPIC_API_KEY", api_formats=("anthropic",), endpoint_suffix="",
     ),
     # OpenAI Responses (Harbor 0.26's codex supports only wire_api "responses"); the wrapper
     # puts the bundled ripgrep on PATH as the package's bin/codex.js does.
@@ -117,7 +117,7 @@ INSTALLED_HARNESSES = {
         name="copilot-cli", version="1.0.102", kind="npm",
         requirements="harness-npm/copilot-cli/package-lock.json",
         commands=(("copilot", f"{NODE_MODULES}/@github/copilot-linux-x64/copilot"),),
-        key_env="COPILOT_PROVIDER_API_KEY",
+        key_env="COPILOT_PROVIDER_API_KEY", api_formats=("openai", "anthropic"),
     ),
 }
 
@@ -140,6 +140,13 @@ KNOWN_INSTALLED_AGENTS = frozenset({
 
 def installed_harness(name: str) -> InstalledHarness | None:
     return INSTALLED_HARNESSES.get((name or "").strip().lower())
+
+
+def _uv_wheel(wheels: Path) -> Path:
+    found = sorted(wheels.glob("uv-*.whl"))
+    if not found:
+        raise InfrastructureError(f"no uv wheel in {wheels} (it is in the harness's lock)")
+    return found[0]
 
 
 def npm_wrappers(harness: InstalledHarness) -> dict[str, str]:
