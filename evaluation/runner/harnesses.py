@@ -82,7 +82,16 @@ class InstalledHarness:
     @property
     def lock_files(self) -> list[Path]:
         path = self.requirements_path
-        return [path.with_name("package.json"), path] if self.kind == "npm" else [path]
+        return [path.with_name("package.json"), path, *self.etc_files] if self.kind == "npm" \
+            else [path]
+
+    @property
+    def etc_files(self) -> list[Path]:
+        """Committed files beside an npm lock, copied to /opt/hab-harness/etc/."""
+        if self.kind != "npm":
+            return []
+        return sorted(p for p in self.requirements_path.parent.iterdir()
+                      if p.is_file() and not p.name.startswith("package"))
 
 
 NODE_MODULES = f"{HARNESS_ROOT}/lib/node_modules"
@@ -112,11 +121,16 @@ INSTALLED_HARNESSES = {
         key_env="OPENAI_API_KEY",
     ),
     # Copilot CLI's bring-your-own-key provider (COPILOT_PROVIDER_BASE_URL, wire API chat
-    # completions by default), which Harbor sets from its base_url.
+    # completions by default), which Harbor sets from its base_url. 1.0.102 refuses to start its
+    # model client when the system has no trust roots at all ("no trust roots available for
+    # proxy TLS"), even for the gateway's plain-http URL, and the base image has none: the
+    # wrapper points SSL_CERT_FILE at one committed public root (ISRG Root X1) for that check.
     "copilot-cli": InstalledHarness(
         name="copilot-cli", version="1.0.102", kind="npm",
         requirements="harness-npm/copilot-cli/package-lock.json",
-        commands=(("copilot", f"{NODE_MODULES}/@github/copilot-linux-x64/copilot"),),
+        commands=(("copilot", f"env SSL_CERT_FILE=\"${{SSL_CERT_FILE:-{HARNESS_ROOT}/etc/"
+                              f"trust-roots.pem}}\" {NODE_MODULES}/@github/copilot-linux-x64/"
+                              "copilot"),),
         key_env="COPILOT_PROVIDER_API_KEY", api_formats=("openai", "anthropic"),
     ),
 }
@@ -163,9 +177,12 @@ def npm_dockerfile(harness: InstalledHarness) -> str:
         "USER root\n"
         f"COPY node_modules/ {NODE_MODULES}/\n"
         f"COPY bin/ {HARNESS_ROOT}/bin/\n"
+        f"COPY etc/ {HARNESS_ROOT}/etc/\n"
         f"RUN set -e; chmod 0755 {HARNESS_ROOT}/bin/* \\\n"
         f" && HOME=/tmp/h {HARNESS_ROOT}/bin/{first} --version | grep -qF '{harness.version}' \\\n"
-        f" && rm -rf /tmp/h && chmod -R a+rX {HARNESS_ROOT}\n"
+        # no chmod -R: npm ci left the tree world-readable, and a chmod would copy it into
+        # the layer a second time
+        " && rm -rf /tmp/h\n"
         f"# wrappers {hashlib.sha256(repr(sorted(npm_wrappers(harness).items())).encode()).hexdigest()}\n"
     )
 
@@ -236,6 +253,10 @@ def build_harness_image(name: str, wheels: Path, *, force: bool = False) -> tupl
             (ctx / "bin").mkdir()
             for command, text in npm_wrappers(harness).items():
                 (ctx / "bin" / command).write_text(text)
+            (ctx / "etc").mkdir()
+            (ctx / "etc" / "README").write_text(f"{harness.name} {harness.version}\n")
+            for path in harness.etc_files:
+                shutil.copyfile(path, ctx / "etc" / path.name)
             (ctx / "Dockerfile").write_text(npm_dockerfile(harness))
         else:
             uv_wheel = _uv_wheel(wheels)

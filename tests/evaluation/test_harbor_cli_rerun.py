@@ -212,6 +212,9 @@ def test_cli_rerun_through_the_gateway(harness, plan, settings, cli_layers, tmp_
         assert gw["POST_model"] == "200", gw
         assert stub.count("stub-direct") == 1
 
+    # The plan's own answer was collected (a failing grade is the wrong answer, not no answer).
+    written = [json.loads(p.read_text()) for p in trial.artifacts_dir.rglob("submission.json")]
+    assert written == [json.loads(_answer(right=plan == "oracle"))], report
     image, _built = runner.build_task_image(CT_DIR)
     verdict = runner.run_verifier(CT_DIR, job_id=f"{job}-grade",
                                   artifacts_dir=trial.artifacts_dir, image=image)
