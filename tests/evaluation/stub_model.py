@@ -35,7 +35,9 @@ SHELL_TOOLS = {
     "bash": lambda cmd: {"command": cmd},  # mini-swe-agent, Copilot CLI
     "Bash": lambda cmd: {"command": cmd, "description": "scripted step"},  # Claude Code
     "shell_command": lambda cmd: {"command": cmd},  # Codex
-    "exec_command": lambda cmd: {"cmd": cmd},  # Codex (unified exec)
+    # Codex (unified exec): it returns what a command printed within yield_time_ms (10 s by
+    # default) and leaves the rest to later polls; the scripted plan waits for the end instead.
+    "exec_command": lambda cmd: {"cmd": cmd, "yield_time_ms": 30000},
     "shell": lambda cmd: {"command": ["bash", "-lc", cmd]},  # Codex (older)
 }
 
