@@ -19,6 +19,9 @@
              behind the site's model gateway (runner.model_egress): it reaches the model
              endpoint and nothing else. Other installed agents (claude-code, codex, ...) install
              themselves from the internet at run time: not re-runnable, and the page says why.
+             A baked harness runs only at the version of its layer ("harness version X not
+             built") and only for a site endpoint speaking its API ("<harness> cannot use the
+             site's endpoint").
 
 Every agent runs through runner.run_agent: a fresh task container with the task's limits, no
 network, no capabilities, a non-root user; the hidden answers never enter it. A command agent
@@ -155,8 +158,9 @@ def resolve_site_agent(
                          kwargs=dict(agent_settings.get("kwargs") or {}),
                          version=harness_version), ""
     if name in runner.KNOWN_INSTALLED_AGENTS or slug in runner.KNOWN_INSTALLED_AGENTS:
-        return None, runner.harness_problem(name if name in runner.KNOWN_INSTALLED_AGENTS
-                                            else slug)
+        known = name if name in runner.KNOWN_INSTALLED_AGENTS else slug
+        return None, (runner.harness_problem(known, harness_version)
+                      or f"the site does not re-run {known} (VERIFICATION_HARBOR_AGENTS)")
     return None, (f"the site cannot run harness {slug!r} (configure VERIFICATION_COMMAND_AGENTS "
                   "or VERIFICATION_HARBOR_AGENTS)")
 
