@@ -57,7 +57,7 @@ from evaluation.runner.engine import (
     InfrastructureError,
     _safe_name,
 )
-from evaluation.runner.egress import ModelGateway, model_egress
+from evaluation.runner.egress import ModelGateway, gateway_tokens, model_egress
 from evaluation.runner.harnesses import harness_task_image, installed_harness
 from evaluation.runner.limits import declared_outputs, load_task_toml
 
@@ -314,6 +314,10 @@ def harbor_run(
                           image=image, network=route.network,
                           env={harness.key_env: GATEWAY_PLACEHOLDER_KEY})
         job.gateway_log = log
+        tokens = gateway_tokens(log)
+        if tokens is not None:  # the provider's own counts, through the site's gateway
+            for trial in job.trials:
+                trial.input_tokens, trial.cached_tokens, trial.output_tokens = tokens
         return job
 
     t0 = time.monotonic()
