@@ -151,6 +151,8 @@ def cli_layers(harbor_ready):
 @pytest.mark.parametrize("plan", ["oracle", "wrong"])
 @pytest.mark.parametrize("harness", sorted(HARNESSES))
 def test_cli_rerun_through_the_gateway(harness, plan, settings, cli_layers, tmp_path):
+    """S11: each CLI, in the task container, reaches only its model API through the gateway;
+    the oracle plan grades 1, the wrong plan 0."""
     from evaluation import agents, runner
 
     version, provider, api_format, api_path = HARNESSES[harness]

@@ -50,7 +50,7 @@ def test_harbor_agent_needs_accepted_version_and_site_endpoint(harbor_settings):
 
 
 def test_baked_cli_needs_its_layer_version_and_an_endpoint_in_its_api(harbor_settings):
-    """Issue 23: the submission's harness version selects the layer; a version with none is
+    """S12 (issue 23): the submission's harness version selects the layer; a version with none is
     "harness version X not built"; a CLI is run only against a site endpoint in its API."""
     harbor_settings.VERIFICATION_HARBOR_AGENTS = {"codex": [], "claude-code": [],
                                                   "copilot-cli": []}
