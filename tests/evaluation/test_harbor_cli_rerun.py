@@ -175,6 +175,7 @@ def test_cli_rerun_through_the_gateway(harness, plan, settings, cli_layers, tmp_
         endpoint.update(key_env="OPENAI_API_KEY")
     settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {f"{provider}/{model}": endpoint}
     settings.VERIFICATION_AGENT_SECRETS = {"STUB": SITE_KEY}
+    settings.VERIFICATION_HARBOR_AGENTS = {harness: [version]}
     job = f"{vs.RUN_PREFIX}{harness[:5]}-{plan}"
     try:
         agent, why = agents.resolve_site_agent(
