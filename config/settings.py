@@ -441,6 +441,9 @@ VERIFICATION_AGENT_SECRETS = env.json("VERIFICATION_AGENT_SECRETS", default={})
 VERIFICATION_HARBOR_AGENTS = env.json("VERIFICATION_HARBOR_AGENTS",
                                       default={"terminus-2": ["2.0.0"],
                                                "mini-swe-agent": ["2.4.6"]})
+# The coding-agent CLIs the site can bake (claude-code 2.1.332, codex 0.171.0, copilot-cli
+# 1.0.102: scripts/build-images --harness all) are re-run once listed here; the worker's health
+# check then requires their harness images.
 # Harbor installed agents (mini-swe-agent) run inside the task container: it joins an internal
 # network whose only other member is the site's model gateway, which joins this network to
 # reach the endpoint (evaluation/runner/egress.py). The harness must be baked beforehand:

@@ -19,6 +19,9 @@
              behind the site's model gateway (runner.model_egress): it reaches the model
              endpoint and nothing else. Other installed agents (claude-code, codex, ...) install
              themselves from the internet at run time: not re-runnable, and the page says why.
+             A baked harness runs only at the version of its layer ("harness version X not
+             built") and only for a site endpoint speaking its API ("<harness> cannot use the
+             site's endpoint").
 
 Every agent runs through runner.run_agent: a fresh task container with the task's limits, no
 network, no capabilities, a non-root user; the hidden answers never enter it. A command agent
@@ -134,7 +137,7 @@ def resolve_site_agent(
     if name in harbor_agents or slug in harbor_agents:
         name = name if name in harbor_agents else slug
         if name not in runner.HOST_SIDE_AGENTS:
-            problem = runner.harness_problem(name)
+            problem = runner.harness_problem(name, harness_version)
             if problem:
                 return None, problem
         accepted = [str(v) for v in harbor_agents[name] or []]
@@ -146,16 +149,21 @@ def resolve_site_agent(
         endpoint, why = model_endpoint(model)
         if endpoint is None:
             return None, why
-        refused = runner.harbor_environment_problem(
-            in_container=runner.installed_harness(name) is not None)
+        harness = runner.installed_harness(name)
+        refused = runner.harbor_environment_problem(in_container=harness is not None)
         if refused:  # not re-run, as a model with no endpoint (docs/deploy.md)
             return None, refused
+        if harness is not None and endpoint.api_format not in harness.api_formats:
+            return None, (f"{name} cannot use the site's endpoint (the site's endpoint for "
+                          f"{model} speaks {endpoint.api_format}; {name} speaks "
+                          f"{', '.join(harness.api_formats)})")
         return SiteAgent(kind="harbor", name=name, model=model,
                          kwargs=dict(agent_settings.get("kwargs") or {}),
                          version=harness_version), ""
     if name in runner.KNOWN_INSTALLED_AGENTS or slug in runner.KNOWN_INSTALLED_AGENTS:
-        return None, runner.harness_problem(name if name in runner.KNOWN_INSTALLED_AGENTS
-                                            else slug)
+        known = name if name in runner.KNOWN_INSTALLED_AGENTS else slug
+        return None, (runner.harness_problem(known, harness_version)
+                      or f"the site does not re-run {known} (VERIFICATION_HARBOR_AGENTS)")
     return None, (f"the site cannot run harness {slug!r} (configure VERIFICATION_COMMAND_AGENTS "
                   "or VERIFICATION_HARBOR_AGENTS)")
 

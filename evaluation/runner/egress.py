@@ -86,6 +86,17 @@ class EgressRoute:
         return f"http://{self.address}:{GATEWAY_PORT}/v1"
 
 
+def gateway_tokens(entries: list[dict]) -> tuple[int, int, int] | None:
+    """(input, cached, output) tokens the provider's replies reported through the gateway (the
+    site's own figure for the re-run's cost), or None when no reply reported any."""
+    counted = [e for e in entries if isinstance(e.get("input_tokens"), int)]
+    if not counted:
+        return None
+    return (sum(e["input_tokens"] for e in counted),
+            sum(int(e.get("cached_tokens") or 0) for e in counted),
+            sum(int(e.get("output_tokens") or 0) for e in counted))
+
+
 def _remove_network(c, name: str) -> None:
     docker = _docker()
     try:

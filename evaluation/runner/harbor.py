@@ -57,7 +57,7 @@ from evaluation.runner.engine import (
     InfrastructureError,
     _safe_name,
 )
-from evaluation.runner.egress import ModelGateway, model_egress
+from evaluation.runner.egress import ModelGateway, gateway_tokens, model_egress
 from evaluation.runner.harbor_envs import (
     environment_args,
     environment_credentials,
@@ -319,10 +319,15 @@ def harbor_run(
         with model_egress(gateway, job_id=label, attempt=attempt, log_out=log) as route:
             job = _invoke(**{**run, "attempts": 1, "job_label": label,
                              "work_dir": trial_dir},
-                          kwargs={**kwargs, harness.endpoint_kwarg: route.base_url},
+                          kwargs={**kwargs, harness.endpoint_kwarg: route.base_url.removesuffix(
+                              "/v1") + harness.endpoint_suffix},
                           image=image, network=route.network,
                           env={harness.key_env: GATEWAY_PLACEHOLDER_KEY})
         job.gateway_log = log
+        tokens = gateway_tokens(log)
+        if tokens is not None:  # the provider's own counts, through the site's gateway
+            for trial in job.trials:
+                trial.input_tokens, trial.cached_tokens, trial.output_tokens = tokens
         return job
 
     t0 = time.monotonic()

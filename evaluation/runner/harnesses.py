@@ -13,6 +13,12 @@ that environment beforehand:
    image FROM the base image installs them with `uv tool install --offline --no-index` into
    /opt/hab-harness (the layout Harbor's installer produces, so its version detection,
    `uv tool list`, works), with networking disabled. The shared base image is not changed.
+   The npm CLIs (claude-code, codex, copilot-cli) are pinned by a committed npm lock file with
+   integrity hashes (harness-npm/<name>/package-lock.json): the build host runs `npm ci
+   --ignore-scripts` of it into a cache (npm checks every tarball's integrity), and the image
+   build copies that node_modules/ into /opt/hab-harness/lib with networking disabled. Each of
+   the three ships its CLI as a native x86_64 Linux executable in a platform package (an
+   optional dependency, locked too), so the layer needs no Node.
 2. At re-run time `harness_task_image` layers /opt/hab-harness onto the task's own image
    (`COPY --from`, networking disabled, cached by both image ids): the agent runs against the
    same files as every other check.
@@ -57,22 +63,75 @@ class InstalledHarness:
     name: str  # Harbor's agent name (-a)
     version: str  # the version the requirements pin
     requirements: str  # hashed lock, relative to the repository root
-    install: str  # `uv tool install` arguments (offline, from /tmp/wheels)
+    install: str = ""  # `uv tool install` arguments (offline, from /tmp/wheels)
     endpoint_kwarg: str = "base_url"  # the agent kwarg that sets the model endpoint
     key_env: str = "OPENAI_API_KEY"  # gets a placeholder: the gateway holds the real key
-    api_format: str = "openai"
+    api_formats: tuple[str, ...] = ("openai",)  # the gateway's API formats it can speak
+    # npm harnesses: the CLI's native executable and the commands it gets in bin/ (wrappers:
+    # name -> shell line run with "$@"), paths under /opt/hab-harness/lib/node_modules.
+    kind: str = "pip"  # pip | npm
+    commands: tuple[tuple[str, str], ...] = ()
+    # The gateway URL the agent is given: "/v1" for clients that take an OpenAI-style base URL,
+    # "" for those that append /v1/<path> themselves (Anthropic's clients).
+    endpoint_suffix: str = "/v1"
 
     @property
     def requirements_path(self) -> Path:
         return REPO_ROOT / self.requirements
 
+    @property
+    def lock_files(self) -> list[Path]:
+        path = self.requirements_path
+        return [path.with_name("package.json"), path, *self.etc_files] if self.kind == "npm" \
+            else [path]
 
+    @property
+    def etc_files(self) -> list[Path]:
+        """Committed files beside an npm lock, copied to /opt/hab-harness/etc/."""
+        if self.kind != "npm":
+            return []
+        return sorted(p for p in self.requirements_path.parent.iterdir()
+                      if p.is_file() and not p.name.startswith("package"))
+
+
+NODE_MODULES = f"{HARNESS_ROOT}/lib/node_modules"
 INSTALLED_HARNESSES = {
     "mini-swe-agent": InstalledHarness(
         name="mini-swe-agent", version="2.4.6",
         requirements="requirements-harness-mini-swe-agent.txt",
         # Harbor's own install line, offline: the same extras (litellm[mcp], orjson, fastapi).
         install="mini-swe-agent==2.4.6 --with 'litellm[mcp]' --with orjson --with fastapi",
+    ),
+    # Anthropic Messages; Claude Code appends /v1/messages to ANTHROPIC_BASE_URL itself.
+    "claude-code": InstalledHarness(
+        name="claude-code", version="2.1.332", kind="npm",
+        requirements="harness-npm/claude-code/package-lock.json",
+        commands=(("claude", f"{NODE_MODULES}/@anthropic-ai/claude-code-linux-x64/claude"),),
+        key_env="ANTHROPIC_API_KEY", api_formats=("anthropic",), endpoint_suffix="",
+    ),
+    # OpenAI Responses (Harbor 0.26's codex supports only wire_api "responses"); the wrapper
+    # puts the bundled ripgrep on PATH as the package's bin/codex.js does.
+    "codex": InstalledHarness(
+        name="codex", version="0.171.0", kind="npm",
+        requirements="harness-npm/codex/package-lock.json",
+        commands=(("codex", f"env PATH=\"$PATH:{NODE_MODULES}/@openai/codex-linux-x64/vendor/"
+                            "x86_64-unknown-linux-musl/codex-path\" "
+                            f"{NODE_MODULES}/@openai/codex-linux-x64/vendor/"
+                            "x86_64-unknown-linux-musl/bin/codex"),),
+        key_env="OPENAI_API_KEY",
+    ),
+    # Copilot CLI's bring-your-own-key provider (COPILOT_PROVIDER_BASE_URL, wire API chat
+    # completions by default), which Harbor sets from its base_url. 1.0.102 refuses to start its
+    # model client when the system has no trust roots at all ("no trust roots available for
+    # proxy TLS"), even for the gateway's plain-http URL, and the base image has none: the
+    # wrapper points SSL_CERT_FILE at one committed public root (ISRG Root X1) for that check.
+    "copilot-cli": InstalledHarness(
+        name="copilot-cli", version="1.0.102", kind="npm",
+        requirements="harness-npm/copilot-cli/package-lock.json",
+        commands=(("copilot", f"env SSL_CERT_FILE=\"${{SSL_CERT_FILE:-{HARNESS_ROOT}/etc/"
+                              f"trust-roots.pem}}\" {NODE_MODULES}/@github/copilot-linux-x64/"
+                              "copilot"),),
+        key_env="COPILOT_PROVIDER_API_KEY", api_formats=("openai", "anthropic"),
     ),
 }
 
@@ -104,6 +163,30 @@ def _uv_wheel(wheels: Path) -> Path:
     return found[0]
 
 
+def npm_wrappers(harness: InstalledHarness) -> dict[str, str]:
+    """bin/<command> of an npm harness: a shell wrapper that execs the CLI's executable."""
+    return {command: f'#!/bin/sh\nexec {target} "$@"\n' for command, target in harness.commands}
+
+
+def npm_dockerfile(harness: InstalledHarness) -> str:
+    """The npm harness layer: the host's `npm ci` tree (context node_modules/) and the wrappers
+    (context bin/) copied in, and the version the CLI reports checked, offline."""
+    first = harness.commands[0][0]
+    return (
+        f"FROM {base_image_tag()}\n"
+        "USER root\n"
+        f"COPY node_modules/ {NODE_MODULES}/\n"
+        f"COPY bin/ {HARNESS_ROOT}/bin/\n"
+        f"COPY etc/ {HARNESS_ROOT}/etc/\n"
+        f"RUN set -e; chmod 0755 {HARNESS_ROOT}/bin/* \\\n"
+        f" && HOME=/tmp/h {HARNESS_ROOT}/bin/{first} --version | grep -qF '{harness.version}' \\\n"
+        # no chmod -R: npm ci left the tree world-readable, and a chmod would copy it into
+        # the layer a second time
+        " && rm -rf /tmp/h\n"
+        f"# wrappers {hashlib.sha256(repr(sorted(npm_wrappers(harness).items())).encode()).hexdigest()}\n"
+    )
+
+
 def harness_dockerfile(harness: InstalledHarness, uv_wheel: str) -> str:
     env = " ".join(f"{k}={v}" for k, v in HARNESS_ENV.items() if k != "UV_OFFLINE")
     return (
@@ -127,17 +210,23 @@ def harness_image_tag(harness: InstalledHarness) -> str:
     """hab-harness/<name>:<digest of the lock and the Dockerfile (which names the base image's
     content tag)>."""
     h = hashlib.sha256()
-    h.update(harness.requirements_path.read_bytes())
-    h.update(harness_dockerfile(harness, "uv.whl").encode())
+    for path in harness.lock_files:
+        h.update(path.read_bytes())
+    h.update((npm_dockerfile(harness) if harness.kind == "npm"
+              else harness_dockerfile(harness, "uv.whl")).encode())
     return f"{HARNESS_IMAGE_REPO}/{harness.name}:{h.hexdigest()[:24]}"
 
 
-def harness_problem(name: str) -> str:
-    """Why the site cannot run this installed agent offline ("" when it can)."""
+def harness_problem(name: str, version: str = "") -> str:
+    """Why the site cannot run this installed agent offline ("" when it can). With `version`
+    (the submission's harness version), a version the site has no layer for is named."""
     harness = installed_harness(name)
     if harness is None:
         return (f"{name} runs inside the task container and installs itself from the internet "
                 f"at run time; the site bakes only {', '.join(sorted(INSTALLED_HARNESSES))}")
+    if version and version != harness.version:
+        return (f"harness version {version} not built ({name}: the site's layer is "
+                f"{harness.version})")
     tag = harness_image_tag(harness)
     if not image_exists(tag):
         return (f"the {name} harness image {tag} is not built on this worker "
@@ -155,11 +244,24 @@ def build_harness_image(name: str, wheels: Path, *, force: bool = False) -> tupl
     if not force and image_exists(tag):
         return tag, False
     wheels = Path(wheels)
-    uv_wheel = _uv_wheel(wheels)
     with tempfile.TemporaryDirectory(prefix="hab-harness-") as tmp:
         ctx = Path(tmp)
-        shutil.copytree(wheels, ctx / "wheels")
-        (ctx / "Dockerfile").write_text(harness_dockerfile(harness, uv_wheel.name))
+        if harness.kind == "npm":  # `wheels` is the host's `npm ci` directory
+            if not (wheels / "node_modules").is_dir():
+                raise InfrastructureError(f"no node_modules in {wheels} (npm ci of the lock)")
+            shutil.copytree(wheels / "node_modules", ctx / "node_modules", symlinks=True)
+            (ctx / "bin").mkdir()
+            for command, text in npm_wrappers(harness).items():
+                (ctx / "bin" / command).write_text(text)
+            (ctx / "etc").mkdir()
+            (ctx / "etc" / "README").write_text(f"{harness.name} {harness.version}\n")
+            for path in harness.etc_files:
+                shutil.copyfile(path, ctx / "etc" / path.name)
+            (ctx / "Dockerfile").write_text(npm_dockerfile(harness))
+        else:
+            uv_wheel = _uv_wheel(wheels)
+            shutil.copytree(wheels, ctx / "wheels")
+            (ctx / "Dockerfile").write_text(harness_dockerfile(harness, uv_wheel.name))
         image_build(ctx, tag, labels={LABEL_APP: APP_LABEL,
                                       HARNESS_DIGEST_LABEL: tag.rsplit(":", 1)[1]},
                     timeout_s=1800)

@@ -14,7 +14,10 @@ settings). It is not a general proxy:
 * whatever credential the agent sends (Authorization, x-api-key, api-key) is dropped and the
   site's key is set: the agent's own key is a placeholder, the real one never enters its
   container;
-* replies (streamed or not) are passed back as they arrive.
+* replies (streamed or not) are passed back as they arrive, and the tokens the provider's reply
+  reports (Chat Completions `usage`, Responses `response.usage`, Anthropic Messages
+  `message_start`/`message_delta` usage) are counted into the log: the re-run's token figures are
+  the site's own, not the harness's.
 
 Every request is written to log.jsonl (method, path, status, bytes, why refused); the runner
 reads it after the run. Standard library only: it runs in the base image.
@@ -36,12 +39,60 @@ from http.server import BaseHTTPRequestHandler
 
 MAX_BODY = 8 * 1024 * 1024
 CHUNK = 16 * 1024
-# Request headers passed on to the upstream (everything else, credentials included, is dropped).
-FORWARD_HEADERS = ("content-type", "accept", "accept-encoding", "user-agent",
+# Request headers passed on to the upstream (everything else, credentials included, is dropped;
+# accept-encoding too: an uncompressed reply is one whose usage the gateway can read).
+FORWARD_HEADERS = ("content-type", "accept", "user-agent",
                    "anthropic-version", "anthropic-beta", "openai-beta")
 # Reply headers passed back to the agent.
 REPLY_HEADERS = ("content-type", "content-encoding", "cache-control", "x-request-id",
                  "retry-after")
+
+
+MAX_USAGE_SCAN = 8 * 1024 * 1024  # reply bytes kept to read the usage from
+
+
+def _usage_of(obj):
+    """The usage object an API reply or stream event carries, if any."""
+    if not isinstance(obj, dict):
+        return None
+    for holder in (obj, obj.get("message"), obj.get("response")):
+        if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
+            return holder["usage"]
+    return None
+
+
+def reply_tokens(body, content_type=""):
+    """(input, cached, output) tokens the provider reported in a reply (JSON or server-sent
+    events), or None. Input includes cached tokens, as Harbor counts them."""
+    objects = []
+    if "event-stream" in (content_type or "") or body.lstrip().startswith((b"data:", b"event:")):
+        for line in body.splitlines():
+            if line.startswith(b"data:"):
+                try:
+                    objects.append(json.loads(line[5:].strip()))
+                except ValueError:
+                    continue
+    else:
+        try:
+            objects.append(json.loads(body))
+        except ValueError:
+            return None
+    found, n_in, cached, n_out = False, 0, 0, 0
+    for obj in objects:
+        usage = _usage_of(obj)
+        if not usage:
+            continue
+        found = True
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        anth_cache = int(usage.get("cache_read_input_tokens") or 0) + int(
+            usage.get("cache_creation_input_tokens") or 0)
+        if "prompt_tokens" in usage or "input_tokens" in usage:
+            n_in = max(n_in, int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+                       + anth_cache)
+        cached = max(cached, int(details.get("cached_tokens") or 0)
+                     + int(usage.get("cache_read_input_tokens") or 0))
+        n_out = max(n_out, int(usage.get("completion_tokens") or usage.get("output_tokens") or 0))
+    return (n_in, cached, n_out) if found else None
 
 
 class Gateway:
@@ -148,7 +199,7 @@ def handler_for(gateway):
                                "error": f"upstream: {exc}"[:300]})
                 self._error(502, f"the site's model endpoint failed: {exc}")
                 return
-            sent = 0
+            sent, kept, kept_bytes = 0, [], 0
             try:
                 self.send_response(reply.status)
                 for name, value in reply.getheaders():
@@ -164,13 +215,26 @@ def handler_for(gateway):
                     self.wfile.write(chunk)
                     self.wfile.flush()
                     sent += len(chunk)
+                    if kept_bytes < MAX_USAGE_SCAN:
+                        kept.append(chunk)
+                        kept_bytes += len(chunk)
             except OSError:
                 pass
             finally:
                 upstream.close()
-                gateway.write({"method": "POST", "path": api_path, "status": reply.status,
-                               "request_bytes": len(body), "reply_bytes": sent,
-                               "seconds": round(time.time() - t0, 3)})
+                entry = {"method": "POST", "path": api_path, "status": reply.status,
+                         "request_bytes": len(body), "reply_bytes": sent,
+                         "seconds": round(time.time() - t0, 3)}
+                tokens = None
+                if reply.status == 200 and reply.getheader("content-encoding") in (None, "identity"):
+                    try:
+                        tokens = reply_tokens(b"".join(kept), reply.getheader("content-type") or "")
+                    except (TypeError, ValueError):
+                        tokens = None
+                if tokens:
+                    entry.update(input_tokens=tokens[0], cached_tokens=tokens[1],
+                                 output_tokens=tokens[2])
+                gateway.write(entry)
 
     return Handler
 

@@ -43,8 +43,65 @@ def test_harbor_agent_needs_accepted_version_and_site_endpoint(harbor_settings):
     assert "'ABSENT'" in _resolve(model="openai/nokey")[1]
     assert "cannot run harness 'mystery'" in _resolve(harness="mystery")[1]
     # A Harbor installed agent the site does not bake: not re-runnable, and why.
-    assert _resolve(harness="codex")[1].startswith(
-        "codex runs inside the task container and installs itself from the internet")
+    assert _resolve(harness="aider")[1].startswith(
+        "aider runs inside the task container and installs itself from the internet")
+    assert "does not re-run codex (VERIFICATION_HARBOR_AGENTS)" in _resolve(
+        harness="codex", version="0.171.0")[1]
+
+
+def test_baked_cli_needs_its_layer_version_and_an_endpoint_in_its_api(harbor_settings):
+    """S12 (issue 23): the submission's harness version selects the layer; a version with none is
+    "harness version X not built"; a CLI is run only against a site endpoint in its API."""
+    harbor_settings.VERIFICATION_HARBOR_AGENTS = {"codex": [], "claude-code": [],
+                                                  "copilot-cli": []}
+    harbor_settings.VERIFICATION_RERUN_MODEL_ENDPOINTS["anthropic/c"] = {
+        "base_url": "https://api.example/v1", "key_env": "ANTHROPIC_API_KEY",
+        "key_secret": "SITE_M", "api_format": "anthropic", "auth_header": "x-api-key"}
+    for name, version in (("codex", "0.171.0"), ("claude-code", "2.1.332"),
+                          ("copilot-cli", "1.0.102")):
+        assert runner.installed_harness(name).version == version
+        assert runner.harness_problem(name, "0.0.1") == (
+            f"harness version 0.0.1 not built ({name}: the site's layer is {version})")
+        assert _resolve(harness=name, version="0.0.1") == (
+            None, runner.harness_problem(name, "0.0.1"))
+    # (the layers themselves may be absent on this machine: only the API check is asserted)
+    why = runner.harness_problem("codex", "0.171.0")
+    if not why:
+        assert _resolve(harness="codex", version="0.171.0")[0].name == "codex"
+        assert _resolve(harness="codex", version="0.171.0", model="anthropic/c")[1] == (
+            "codex cannot use the site's endpoint (the site's endpoint for anthropic/c speaks "
+            "anthropic; codex speaks openai)")
+    if not runner.harness_problem("claude-code", "2.1.332"):
+        assert "claude-code cannot use the site's endpoint" in _resolve(
+            harness="claude-code", version="2.1.332")[1]
+        assert _resolve(harness="claude-code", version="2.1.332", model="anthropic/c")[1] == ""
+    if not runner.harness_problem("copilot-cli", "1.0.102"):
+        assert _resolve(harness="copilot-cli", version="1.0.102", model="anthropic/c")[1] == ""
+
+
+def test_npm_layer_is_pinned_by_an_integrity_lock():
+    """Every npm CLI's lock names the CLI at its layer's version and carries an integrity hash
+    for every package, the platform package holding the native executable included."""
+    import json
+
+    from evaluation.runner.harnesses import npm_dockerfile, npm_wrappers
+
+    for harness in runner.INSTALLED_HARNESSES.values():
+        if harness.kind != "npm":
+            continue
+        lock = json.loads(harness.requirements_path.read_text())
+        packages = {k: v for k, v in lock["packages"].items() if k}
+        assert packages and all(v["integrity"].startswith("sha512-") for v in packages.values())
+        command, target = harness.commands[0]
+        executable = target.split('" ')[-1].split()[-1]
+        platform_pkg = executable.split("node_modules/")[1].rsplit("/", 1)[0].split("/vendor")[0]
+        assert f"node_modules/{platform_pkg}" in packages, (harness.name, platform_pkg)
+        assert packages[f"node_modules/{platform_pkg}"]["version"].startswith(harness.version)
+        text = npm_dockerfile(harness)
+        assert "RUN " in text and "npm" not in text.split("RUN ", 1)[1]  # nothing fetched
+        assert f"--version | grep -qF '{harness.version}'" in text
+        assert npm_wrappers(harness)[command].endswith('"$@"\n')
+        assert runner.harness_image_tag(harness).startswith(f"hab-harness/{harness.name}:")
 
 
 def test_installed_agent_gateway_holds_the_site_key(harbor_settings):

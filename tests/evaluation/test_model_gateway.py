@@ -111,3 +111,73 @@ def test_gateway_reports_an_unreachable_upstream(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _gateway_for(tmp_path, stub, paths, auth_header="Authorization", auth_value="Bearer k"):
+    port = _free_port()
+    (tmp_path / "g.json").write_text(json.dumps({
+        "upstream": stub.base_url, "paths": paths, "auth_header": auth_header,
+        "auth_value": auth_value}))
+    proc = subprocess.Popen(  # noqa: S603
+        [sys.executable, str(SCRIPT), "--config", str(tmp_path / "g.json"), "--bind",
+         "127.0.0.1", "--port", str(port), "--log", str(tmp_path / "g.jsonl")])
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return proc, port
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_gateway_speaks_each_api_and_counts_the_providers_tokens(tmp_path, stream):
+    """Issue 23 point 2: Chat Completions, Responses (Codex) and Anthropic Messages (Claude
+    Code), streamed or not, pass through the gateway unchanged, and the gateway logs the tokens
+    the provider's reply reported (the re-run's cost is the site's own figure)."""
+    from evaluation.runner.egress import gateway_tokens
+    from tests.evaluation.stub_model import bash_reply
+
+    stub = StubModel({"m": [bash_reply("ls"), "done"]}).start()
+    (tmp_path / "o").mkdir()
+    (tmp_path / "a").mkdir()
+    openai, port = _gateway_for(tmp_path / "o", stub, ["/chat/completions", "/responses"])
+    anthropic, aport = _gateway_for(tmp_path / "a", stub, ["/messages"], "x-api-key", "site")
+    tools = [{"type": "function", "name": "exec_command"}]
+    calls = [
+        (port, "/v1/chat/completions", {"model": "m", "messages": [{"role": "user",
+                                                                    "content": "hi"}]}),
+        (port, "/v1/responses", {"model": "m", "input": [{"role": "user", "content": "hi"}],
+                                 "tools": tools}),
+        (aport, "/v1/messages", {"model": "m", "max_tokens": 50, "tools": [{"name": "Bash"}],
+                                 "messages": [{"role": "user", "content": "hi"}]}),
+    ]
+    try:
+        replies = []
+        for p, path, body in calls:
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{p}{path}", data=json.dumps({**body, "stream": stream}).encode(),
+                method="POST", headers={"Content-Type": "application/json",
+                                        "x-api-key": "agent-own"})
+            with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310
+                replies.append((r.headers.get("Content-Type"), r.read().decode()))
+    finally:
+        for proc in (openai, anthropic):
+            proc.terminate()
+            proc.wait(timeout=10)
+        stub.stop()
+    assert stub.paths() == {"/chat/completions", "/responses", "/messages"}
+    assert stub.authorizations() == {"Bearer k", "site"}
+    kinds = {ct.split(";")[0] for ct, _ in replies}
+    assert kinds == ({"text/event-stream"} if stream else {"application/json"})
+    # The shell call arrives in each API's own shape.
+    assert '"exec_command"' in replies[1][1] and 'yield_time_ms' in replies[1][1]
+    assert '"tool_use"' in replies[2][1] and '"Bash"' in replies[2][1]
+    if stream:
+        assert "event: message_start" in replies[2][1] and "input_json_delta" in replies[2][1]
+        assert "event: response.completed" in replies[1][1]
+    for sub in ("o", "a"):
+        entries = [json.loads(x) for x in (tmp_path / sub / "g.jsonl").read_text().splitlines()]
+        assert all(e["status"] == 200 and e["output_tokens"] > 0 for e in entries), entries
+        n_in, _cached, n_out = gateway_tokens(entries)
+        assert n_in > 0 and n_out > 0
