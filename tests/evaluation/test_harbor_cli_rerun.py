@@ -22,7 +22,6 @@ deselects it, .ci/run runs it. Run by hand:
 """
 
 import json
-import os
 import re
 import subprocess
 import time
