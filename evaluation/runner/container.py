@@ -21,6 +21,7 @@ from evaluation.runner.engine import (
     TaskEnvironmentError,
     UnsafeArchiveError,
     _docker,
+    user_mapping,
     _infra,
     _is_infra,
     _safe_name,
@@ -128,6 +129,7 @@ class ContainerRun:
             self._remove_stale()
             labels = self.labels
             mounts = []
+            mapping = user_mapping()
             for path, size_mb in self.volumes.items():
                 vname = self._volume_name(path)
                 c.volumes.create(
@@ -136,7 +138,9 @@ class ContainerRun:
                     driver_opts={
                         "type": "tmpfs",
                         "device": "tmpfs",
-                        "o": f"size={int(size_mb)}m,uid={AGENT_UID},gid={AGENT_UID},mode=0755",
+                        # The engine mounts a volume's tmpfs on the host side: host ids.
+                        "o": f"size={int(size_mb)}m,uid={mapping.host_uid(AGENT_UID)},"
+                             f"gid={mapping.host_gid(AGENT_UID)},mode=0755",
                     },
                     labels=labels,
                 )

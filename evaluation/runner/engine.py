@@ -6,6 +6,7 @@ labels (the reaper finds leftovers by them).
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import re
@@ -126,6 +127,7 @@ def reset_client() -> None:
             except Exception:  # noqa: BLE001, S110 - closing a dead client must not fail
                 pass
         _client = None
+        _mappings.clear()
 
 
 def host_address(network: str = "bridge") -> str:
@@ -142,6 +144,57 @@ def host_address(network: str = "bridge") -> str:
     # The default bridge lists no gateway: the engine gives the host the subnet's first address.
     return configs[0].get("Gateway") or str(
         next(ipaddress.ip_network(configs[0]["Subnet"]).hosts()))
+
+
+@dataclasses.dataclass(frozen=True)
+class UserMapping:
+    """How the engine maps container user ids to the host's: ``identity`` (container root is
+    host root), ``userns-remap`` (the daemon's remapped range: container uid N is host uid
+    ``uid_offset + N``) or ``rootless`` (the daemon itself runs as an unprivileged user)."""
+
+    mode: str
+    uid_offset: int = 0
+    gid_offset: int = 0
+
+    def host_uid(self, uid: int) -> int:
+        return self.uid_offset + uid
+
+    def host_gid(self, gid: int) -> int:
+        return self.gid_offset + gid
+
+    def describe(self) -> str:
+        if self.mode == "userns-remap":
+            return (f"userns-remap: container uid 0 is host uid {self.uid_offset} "
+                    "(unprivileged)")
+        if self.mode == "rootless":
+            return "rootless engine: container uid 0 is the engine's unprivileged user"
+        return "identity: container uid 0 is host uid 0"
+
+
+_mappings: dict[str, UserMapping] = {}
+
+
+def user_mapping() -> UserMapping:
+    """The engine's user mapping, read once per engine from ``docker info``: its security
+    options name ``userns`` or ``rootless``, and a remapped daemon keeps its data under
+    ``<data-root>/<uid>.<gid>`` (DockerRootDir), the first host ids of its range."""
+    key = settings.DOCKER_HOST
+    if key not in _mappings:
+        docker = _docker()
+        try:
+            info = client().info()
+        except docker.errors.DockerException as exc:
+            raise InfrastructureError(f"Docker engine at {key}: {exc}") from exc
+        options = " ".join(info.get("SecurityOptions") or [])
+        root = re.search(r"/(\d+)\.(\d+)/?$", info.get("DockerRootDir") or "")
+        if "name=rootless" in options:
+            mapping = UserMapping("rootless")
+        elif "name=userns" in options and root:
+            mapping = UserMapping("userns-remap", int(root.group(1)), int(root.group(2)))
+        else:
+            mapping = UserMapping("identity")
+        _mappings[key] = mapping
+    return _mappings[key]
 
 
 def _parse_version(text: str) -> tuple[int, ...]:

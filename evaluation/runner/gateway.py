@@ -25,6 +25,7 @@ from evaluation.runner.engine import (
     _infra,
     _safe_name,
     client,
+    user_mapping,
 )
 from evaluation.runner.limits import AGENT_UID, Limits
 
@@ -102,13 +103,15 @@ def judge_gateway(spec: JudgeGateway, *, job_id, attempt: int, log_out: list):
     c = client()
     job = _safe_name(job_id)
     vname = f"hab-judgesock-{job}-{int(attempt)}"
+    mapping = user_mapping()
     with _infra("creating the judge socket volume"):
         with contextlib.suppress(Exception):
             c.volumes.get(vname).remove(force=True)
         volume = c.volumes.create(
             name=vname, driver="local",
             driver_opts={"type": "tmpfs", "device": "tmpfs",
-                         "o": f"size=1m,uid={AGENT_UID},gid={AGENT_UID},mode=0755"},
+                         "o": f"size=1m,uid={mapping.host_uid(AGENT_UID)},"
+                              f"gid={mapping.host_gid(AGENT_UID)},mode=0755"},
             labels={LABEL_APP: APP_LABEL, LABEL_JOB: job},
         )
     run = ContainerRun(
