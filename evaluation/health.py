@@ -58,9 +58,17 @@ def worker_health(*, task_dirs: list[Path] | None = None) -> dict:
         checks.append(_check("runc patched (CVE-2024-21626)", bool(engine["runc_patched"]),
                              str(engine["runc_version"])))
         checks += _image_checks(task_dirs)
+    warnings = _isolation_warnings() if engine["reachable"] else []
     problems = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"]]
     return {"healthy": not problems, "checks": checks, "problems": problems,
-            "checked_at": time.time()}
+            "warnings": warnings, "checked_at": time.time()}
+
+
+def _isolation_warnings() -> list[str]:
+    try:
+        return runner.isolation_warnings()
+    except Exception as exc:  # noqa: BLE001 - a health check reports, never raises
+        return [f"isolation unknown: {type(exc).__name__}: {exc}"]
 
 
 def needed_harnesses() -> list[str]:

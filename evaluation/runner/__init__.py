@@ -71,9 +71,11 @@ from evaluation.runner.engine import (
     TaskEnvironmentError,
     UnsafeArchiveError,
     client,
+    UserMapping,
     engine_status,
     host_address,
     reset_client,
+    user_mapping,
 )
 from evaluation.runner.harbor import (
     ENDPOINT_KWARGS,
@@ -149,13 +151,16 @@ from evaluation.runner.results import (
 from evaluation.runner.sandbox import (
     GVISOR_RUNTIME,
     engine_runtimes,
+    isolation,
+    isolation_warnings,
     runtime_probe,
     sandbox_runtime,
 )
 from evaluation.runner.transfer import safe_extract, tar_from_dir, tar_from_files
 
 __all__ = [
-    "GVISOR_RUNTIME", "RootUserRefused", "TaskEnvironmentError", "engine_runtimes", "runtime_probe", "sandbox_runtime",
+    "GVISOR_RUNTIME", "RootUserRefused", "TaskEnvironmentError", "UserMapping", "engine_runtimes",
+    "isolation", "isolation_warnings", "user_mapping", "runtime_probe", "sandbox_runtime",
     "AGENT_UID", "APP_LABEL", "DEFAULT_LOG_CAP_BYTES", "DEFAULT_OUTPUT_CAP_BYTES",
     "DEFAULT_PIDS_LIMIT", "LABEL_APP", "LABEL_ATTEMPT", "LABEL_EXPIRES", "LABEL_JOB",
     "LABEL_PURPOSE", "LOGS_TMPFS_MB", "MAX_TMPFS_MB", "POLL_S", "REASON_OOM", "REASON_PIDS",

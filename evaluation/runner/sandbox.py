@@ -12,7 +12,7 @@ from django.conf import settings
 
 from evaluation.runner.base import base_image_tag
 from evaluation.runner.container import ContainerRun
-from evaluation.runner.engine import InfrastructureError, _infra, client
+from evaluation.runner.engine import InfrastructureError, _infra, client, user_mapping
 from evaluation.runner.limits import Limits
 
 log = logging.getLogger(__name__)
@@ -67,3 +67,27 @@ def sandbox_runtime() -> str | None:
         raise InfrastructureError(f"VERIFICATION_SANDBOX_RUNTIME={choice} but the engine has no "
                                   "such runtime (scripts/ensure-docker registers runsc)")
     return choice
+
+
+def isolation(runtime: str | None) -> str:
+    """In words, for a trial's page: what separated a container run with ``runtime`` from the
+    host (its kernel, and whose uid its root is)."""
+    kernel = ("gVisor (runsc): a kernel of its own" if runtime == GVISOR_RUNTIME
+              else "runc: the host's kernel, namespaces only")
+    return f"{kernel}; {user_mapping().describe()}"
+
+
+def isolation_warnings() -> list[str]:
+    """What worker_health warns about (not a failure: the engine still isolates by namespaces,
+    capabilities, seccomp and a non-root user): no kernel isolation beyond namespaces, and an
+    engine whose container root is host root."""
+    warnings = []
+    if sandbox_runtime() != GVISOR_RUNTIME:
+        probe = runtime_probe(GVISOR_RUNTIME)
+        warnings.append("no kernel isolation beyond namespaces: replays and command agents run "
+                        "under runc on the host's kernel (gVisor: "
+                        f"{(probe['detail'] or 'not used').splitlines()[-1][:160]})")
+    if user_mapping().mode == "identity":
+        warnings.append("no user-namespace remapping: container uid 0 is host uid 0 "
+                        "(scripts/ensure-docker sets userns-remap)")
+    return warnings

@@ -21,5 +21,7 @@ class Command(BaseCommand):
             for check in report["checks"]:
                 self.stdout.write(f"{'ok  ' if check['ok'] else 'FAIL'} {check['name']}: "
                                   f"{check['detail']}")
+            for warning in report["warnings"]:
+                self.stdout.write(f"WARN {warning}")
         if not report["healthy"]:
             raise CommandError("unhealthy: " + "; ".join(report["problems"]))
