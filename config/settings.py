@@ -268,8 +268,8 @@ LEADERBOARD_MATRIX_PAGE_SIZE = env.int("LEADERBOARD_MATRIX_PAGE_SIZE", default=5
 # OpenAI-compatible chat endpoint used as the X-ray report judge (CheXprompt-style rubric).
 # Empty: no judge, and X-ray trials are "awaiting judge" (not scored) until one is configured
 # and `manage.py judge_pending` (or the next verification) re-grades them. The verifier never
-# reaches it itself: the judge gateway (evaluation/runner/judge_gateway.py) does, from the
-# egress network below, and caches every judgement (evaluation/judging.py).
+# reaches it itself: the judge gateway (evaluation/runner/judge/server.py) does, from the
+# egress network below, and caches every judgement (evaluation/judge/cache.py).
 XRAY_JUDGE_URL = env.str("XRAY_JUDGE_URL", default="")
 XRAY_JUDGE_MODEL = env.str("XRAY_JUDGE_MODEL", default="gpt-5.4")
 XRAY_JUDGE_API_KEY = _env_or_file("XRAY_JUDGE_API_KEY", default="")

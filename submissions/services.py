@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evaluation import judging
+from evaluation.judge import cache as judging
 from submissions.rescore import rescore_candidates, submission_rescore
 from submissions.models import (
     FLAG_AWAITING_JUDGE,

@@ -16,7 +16,7 @@ from evaluation.runner.engine import (
     OutputTooLargeError,
     UnsafeArchiveError,
 )
-from evaluation.runner.gateway import SOCKET_DIR, JudgeGateway, judge_gateway
+from evaluation.runner.judge.container import SOCKET_DIR, JudgeGateway, judge_gateway
 from evaluation.runner.images import _iter_files, task_image_tag
 from evaluation.runner.limits import (
     AGENT_UID,
@@ -77,7 +77,7 @@ class VerifierRun:
     rewards: dict
     error: str | None = None
     judge_log: list | None = None  # the judge gateway's requests (hits, new replies)
-    judge: dict | None = None  # the site's record of them (evaluation/judging.py)
+    judge: dict | None = None  # the site's record of them (evaluation/judge/cache.py)
     # What the grader reported in /logs/verifier/grader.json ({"category", "version",
     # "grader"}); empty when the image's grader predates versions (R11).
     grader: dict = dataclasses.field(default_factory=dict)

@@ -11,7 +11,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from evaluation import agents, judging
+from evaluation import agents
+from evaluation.judge import cache as judging
 from evaluation.replay import plan_from_trajectory
 from submissions.models import (
     FLAG_NOT_REPLAYABLE,
