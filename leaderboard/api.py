@@ -306,6 +306,12 @@ class TrialListApi(ApiView):
             help_text="site (its own re-attempt hit an infrastructure failure) | maintainer "
                       "| empty")
         infra_confirm_reason = serializers.CharField(help_text="why (public)")
+        trajectory_judgement = serializers.CharField(
+            help_text="the trajectory judge's reading of a counted pass: clean | suspicious | "
+                      "hack | awaiting (no judge configured) | empty (not a counted pass)")
+        trajectory_judge_model = serializers.CharField(help_text="its model (empty: none)")
+        trajectory_judge_prompt_version = serializers.CharField(
+            help_text="its prompt's version id (empty: none)")
 
     PageSerializer = extend_schema_serializer(component_name="TrialPage")(type(
         "TrialPageSerializer", (serializers.Serializer,), {

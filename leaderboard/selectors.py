@@ -351,6 +351,7 @@ def trial_rows(
             "verified_reward", "flags", "submission_id", "verification_level",
             "judge_model", "judge_prompt_version", "pk", "submission__agent_id",
             "grader_version", "infra_confirmed", "infra_confirmed_by", "infra_confirm_reason",
+            "trajectory_judgement", "trajectory_judge_model", "trajectory_judge_prompt_version",
         )
     )
     rows = rows[offset:] if limit is None else rows[offset:offset + limit]

@@ -143,7 +143,8 @@ TRIAL_COLUMNS = ("agent", "task", "category", "attempt", "outcome", "success",
                  "claimed_success", "claimed_reward", "verified_reward", "verification_level",
                  "flags", "submission", "judge_model", "judge_prompt_version", "trial_id",
                  "agent_id", "grader_version", "infra_confirmed", "infra_confirmed_by",
-                 "infra_confirm_reason")
+                 "infra_confirm_reason", "trajectory_judgement", "trajectory_judge_model",
+                 "trajectory_judge_prompt_version")
 
 
 def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters, *, offset: int = 0,
@@ -154,11 +155,11 @@ def trials_table(bv: BenchmarkVersion, filters: selectors.EntryFilters, *, offse
          in_tokens, cached_tokens, provenance(reconstructed, verified), claimed, claimed_success, claimed_reward,
          verified_reward, "reconstructed" if reconstructed else level, flags_text(flags),
          submission, judge_model, judge_prompt_version, trial_id, agent_id, grader_version,
-         infra_confirmed, infra_by, infra_reason)
+         infra_confirmed, infra_by, infra_reason, tj, tj_model, tj_prompt)
         for agent, task, cat, attempt, outcome, success, cost, duration, out_tokens, in_tokens,
         cached_tokens, reconstructed, verified, claimed, claimed_success, claimed_reward, verified_reward,
         flags, submission, level, judge_model, judge_prompt_version, trial_id, agent_id,
-        grader_version, infra_confirmed, infra_by, infra_reason
+        grader_version, infra_confirmed, infra_by, infra_reason, tj, tj_model, tj_prompt
         in selectors.trial_rows(benchmark_version=bv, filters=filters, offset=offset,
                                 limit=limit)
     )

@@ -127,6 +127,9 @@ def coverage_badge(coverage: dict | None, *, reconstructed: bool = False,
     if waiting:  # never silently: these trials count with their claimed outcome, unchecked
         parts += (f"; {waiting} trial{'' if waiting == 1 else 's'} awaiting the X-ray judge "
                   "(not scored by the site)")
+    waiting = coverage.get("awaiting_trajectory_judge", 0)
+    if waiting:
+        parts += (f"; {waiting} pass{'' if waiting == 1 else 'es'} awaiting trajectory judge")
     label = "reference run (not ranked): " if reference else ""
     verdict = coverage["verdict"]
     if verdict == SubmissionStatus.VERIFIED:
@@ -154,10 +157,19 @@ FLAG_AWAITING_JUDGE = "awaiting_judge"
 # A trial whose trajectory the site could not replay (unknown tools, sub-agents): shown with
 # the trial, but a replay that could not be tried contradicts nothing.
 FLAG_NOT_REPLAYABLE = "not_replayable"
+# The trajectory judge (evaluation/judge/trajectory.py) over a counted pass: none configured
+# (the pass waits, like FLAG_AWAITING_JUDGE, and publishing waits), or a "suspicious" judgement
+# (the maintainer's queue: shown, counted, contradicting nothing until a maintainer decides). A
+# "hack" judgement is the screen hit TRAJECTORY_JUDGE_HIT: flag reward_hack:TJ, a failure until
+# a maintainer clears it with a reason, like a rule's.
+FLAG_AWAITING_TRAJECTORY_JUDGE = "awaiting_trajectory_judge"
+FLAG_TRAJECTORY_SUSPICIOUS = "trajectory_suspicious"
+TRAJECTORY_JUDGE_HIT = "TJ"
 # Flags that state what the site could not (yet) check. Every other flag (a re-grade or replay
 # mismatch, a reward-hacking rule, an unconfirmed infrastructure error) is a finding against
 # the claim, and only those make a trial "flagged" in the counts (methods page).
-STATE_FLAGS = frozenset({FLAG_NOT_REPLAYABLE, FLAG_AWAITING_JUDGE})
+STATE_FLAGS = frozenset({FLAG_NOT_REPLAYABLE, FLAG_AWAITING_JUDGE,
+                         FLAG_AWAITING_TRAJECTORY_JUDGE, FLAG_TRAJECTORY_SUSPICIOUS})
 
 
 def is_flagged(flags) -> bool:
@@ -455,6 +467,14 @@ class Trial(BaseModel):
     # The LLM judge of the re-grade that set verified_reward (X-ray only; blank otherwise).
     judge_model = models.CharField(max_length=200, blank=True)
     judge_prompt_version = models.CharField(max_length=60, blank=True)
+    # The trajectory judge's last judgement of this trial (a counted pass): clean, suspicious,
+    # hack or awaiting (none configured); blank when it was not asked. With its model, prompt
+    # version, reason and step numbers (submissions.trials.trial_trajectory_judgement_record).
+    trajectory_judgement = models.CharField(max_length=20, blank=True)
+    trajectory_judge_model = models.CharField(max_length=200, blank=True)
+    trajectory_judge_prompt_version = models.CharField(max_length=60, blank=True)
+    trajectory_judge_reason = models.TextField(blank=True)
+    trajectory_judge_steps = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [
@@ -579,6 +599,9 @@ class CheckKind(models.TextChoices):
     # the site hit an infrastructure failure too (confirmed), mismatch = its attempt completed
     # normally (not confirmed), skipped = over VERIFICATION_INFRA_REATTEMPT_MAX (not attempted).
     INFRA = "infra", "Infrastructure re-attempt"
+    # The trajectory judge's reading of a counted pass: match = clean, mismatch = hack,
+    # suspicious = to the maintainer's queue, awaiting_judge = none configured.
+    TRAJECTORY_JUDGE = "traj_judge", "Trajectory judge"
 
 
 class CheckStatus(models.TextChoices):
@@ -589,6 +612,7 @@ class CheckStatus(models.TextChoices):
     SKIPPED = "skipped", "Skipped"
     ERROR = "error", "Error"
     AWAITING_JUDGE = "awaiting_judge", "Awaiting judge (no X-ray judge configured)"
+    SUSPICIOUS = "suspicious", "Suspicious (the trajectory judge; maintainer's queue)"
 
 
 class TrialCheck(BaseModel):

@@ -181,7 +181,7 @@ def test_without_a_judge_xray_trials_await_it_until_judge_pending(settings, stub
         f"/submissions/{sub.pk}/").content.decode()
     with pytest.raises(SubmissionError, match="await the X-ray judge"):
         submission_publish(submission=sub, actor=maintainer)
-    with pytest.raises(CommandError, match="no X-ray judge is configured"):
+    with pytest.raises(CommandError, match="no judge is configured"):
         call_command("judge_pending", stdout=io.StringIO())
 
     # A judge is configured: judge_pending re-verifies; the new job grades the trial.

@@ -10,6 +10,8 @@ from submissions.verification.checks.base import Check, Contribution
 
 
 def judge_summary(checks) -> dict:
+    # The X-ray judge's rows only (the trajectory judge's have a judge_model too).
+    checks = checks.exclude(kind=CheckKind.TRAJECTORY_JUDGE)
     records = [c["detail"]["judge"] for c in checks.exclude(judge_model="").values("detail")
                if isinstance((c["detail"] or {}).get("judge"), dict)]
     requests = sum(r.get("requests", 0) for r in records)
