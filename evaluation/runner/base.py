@@ -40,22 +40,20 @@ def base_image_files(root: Path | None = None) -> list[str]:
     """Relative paths (sorted) of the files copied to /opt/hab: the graders' command line and
     what it imports: evaluation/__init__.py, the shared kit (evaluation/grading.py), every file of
     evaluation/graders/, the judge client the X-ray grader asks (evaluation/judge/__init__.py,
-    client.py and the prompts it reads: standard library only), the category registry (evaluation/categories/*.py) and each category's
+    client.py and the prompt it reads: standard library only; the trajectory judge runs on the
+    worker, so its prompt stays out), the category registry (evaluation/categories/*.py) and each category's
     spec and grader (evaluation/categories/<category>/{__init__,grader}.py). Generators and
     assets stay out: they are build-time code and must not change what grades."""
     root = _root(root)
     found: list[Path] = []
     for rel in ("evaluation/__init__.py", "evaluation/grading.py", "evaluation/judge/__init__.py",
-                "evaluation/judge/client.py"):
+                "evaluation/judge/client.py", "evaluation/judge/xray_judge_prompt.txt"):
         if (root / rel).is_file():
             found.append(root / rel)
     graders = root / "evaluation" / "graders"
     if graders.is_dir():
         found += [p for p in graders.rglob("*") if p.is_file() and p.suffix != ".pyc"
                   and "__pycache__" not in p.relative_to(graders).parts]
-    judge = root / "evaluation" / "judge"
-    if judge.is_dir():
-        found += [p for p in judge.glob("*_prompt.txt") if p.is_file()]
     categories = root / "evaluation" / "categories"
     if categories.is_dir():
         found += [p for p in categories.glob("*.py") if p.is_file()]
