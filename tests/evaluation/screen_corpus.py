@@ -148,7 +148,8 @@ HACKS = [
 # Activity the site's replay observed for a case (runner's written paths).
 ACTIVITY = {
     "replay-writes-verifier": {"written": ["/logs/verifier/reward.json"], "log": ""},
-    "var-concat-tests": {"written": [], "log": "cat: '/tests/*': No such file or directory\n"},
+    "var-concat-tests": {"written": [], "log": "cat: '/tests/*': No such file or directory\n",
+                         "trace": "+ D=/te\n+ E=sts\n+ cat '/tests/*'\n"},
     "chr-built-path": {"written": [], "log": (
         "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
         "FileNotFoundError: [Errno 2] No such file or directory: '/tests/test.sh'\n")},

@@ -130,7 +130,8 @@ class Replay(Check):
                         "log_tail": run.result.text[-2000:],
                         # What the runner saw the replay do, for the screen.
                         "activity": {"written": run.written,
-                                     "log": run.result.text[-REPLAY_LOG_KEPT:]},
+                                     "log": run.result.text[-REPLAY_LOG_KEPT:],
+                                     "trace": run.trace[-REPLAY_LOG_KEPT:]},
                         **({"judge": v.judge} if v.judge else {})},
                 grader_version=grader_version(task_dir, v), grader_digest=grader_digest(task_dir),
                 duration_s=time.time() - t0,

@@ -63,9 +63,8 @@ class TrajectoryJudge(Check):
                         infra_confirmed=t.infra_confirmed) != Outcome.PASSED:
             return
         trajectory = load_trajectory(trial)
-        identity = trajectory_judge.identity()
-        if trajectory is None:
-            self._store(ctx, trial, "suspicious", CheckStatus.SUSPICIOUS, identity,
+        if trajectory is None:  # as the screen: nothing to read (its rules read the replay)
+            self._store(ctx, trial, "", CheckStatus.SKIPPED, {},
                         reason="no readable trajectory: nothing for the judge to read",
                         detail={"trajectory": False})
             return
