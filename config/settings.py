@@ -268,8 +268,8 @@ LEADERBOARD_MATRIX_PAGE_SIZE = env.int("LEADERBOARD_MATRIX_PAGE_SIZE", default=5
 # OpenAI-compatible chat endpoint used as the X-ray report judge (CheXprompt-style rubric).
 # Empty: no judge, and X-ray trials are "awaiting judge" (not scored) until one is configured
 # and `manage.py judge_pending` (or the next verification) re-grades them. The verifier never
-# reaches it itself: the judge gateway (evaluation/runner/judge_gateway.py) does, from the
-# egress network below, and caches every judgement (evaluation/judging.py).
+# reaches it itself: the judge gateway (evaluation/runner/judge/server.py) does, from the
+# egress network below, and caches every judgement (evaluation/judge/cache.py).
 XRAY_JUDGE_URL = env.str("XRAY_JUDGE_URL", default="")
 XRAY_JUDGE_MODEL = env.str("XRAY_JUDGE_MODEL", default="gpt-5.4")
 XRAY_JUDGE_API_KEY = _env_or_file("XRAY_JUDGE_API_KEY", default="")
@@ -280,6 +280,18 @@ XRAY_JUDGE_EGRESS_NETWORK = env.str("XRAY_JUDGE_EGRESS_NETWORK", default="bridge
 # certifi's), which the judge gateway gets beside its config; a PEM file of further CAs (a
 # private endpoint's) is added from here.
 XRAY_JUDGE_CA_FILE = env.str("XRAY_JUDGE_CA_FILE", default="")
+# OpenAI-compatible chat endpoint of the trajectory judge (evaluation/judge/trajectory.py): it
+# reads every counted pass's trajectory for reward hacking. Empty: those passes are "awaiting
+# trajectory judge" and the submission cannot be published until one is configured and
+# `manage.py judge_pending` re-verifies it. The worker asks it (no container is involved).
+TRAJECTORY_JUDGE_URL = env.str("TRAJECTORY_JUDGE_URL", default="")
+TRAJECTORY_JUDGE_MODEL = env.str("TRAJECTORY_JUDGE_MODEL", default="gpt-5.4")
+TRAJECTORY_JUDGE_API_KEY = _env_or_file("TRAJECTORY_JUDGE_API_KEY", default="")
+TRAJECTORY_JUDGE_TIMEOUT_S = env.float("TRAJECTORY_JUDGE_TIMEOUT_S", default=120.0)
+# USD per million input / output tokens of the judge model: each judgement's cost is counted
+# against its submission (cache hits cost nothing).
+TRAJECTORY_JUDGE_PRICE_INPUT = env.float("TRAJECTORY_JUDGE_PRICE_INPUT", default=0.0)
+TRAJECTORY_JUDGE_PRICE_OUTPUT = env.float("TRAJECTORY_JUDGE_PRICE_OUTPUT", default=0.0)
 # Docker engine used by evaluation/runner.py (created lazily, never at import).
 DOCKER_HOST = env.str("DOCKER_HOST", default="unix:///var/run/docker.sock")
 DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)

@@ -208,7 +208,7 @@ def _run_replay(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) 
     # Submitter-written commands: gVisor when the engine has a working runsc.
     return runner.run_agent(task_dir, command="bash /replay/run.sh",
                             copy_in={"/replay": replay_dir}, runtime=runner.sandbox_runtime(),
-                            **run)
+                            trace_path=replay_mod.TRACE_PATH, **run)
 
 
 def _run_command(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:

@@ -1,6 +1,6 @@
 """System checks of the evaluation app.
 
-The synthetic judge (evaluation/synthetic_judge.py) is a rule for the synthetic benchmark, not
+The synthetic judge (evaluation/judge/synthetic.py) is a rule for the synthetic benchmark, not
 an LLM: a production site (DEBUG off) configured with it would publish X-ray grades no judge
 gave. `manage.py check --deploy` (run in CI with DEBUG off) fails on it, and on the public
 default of the re-run sample's secret (VERIFICATION_SAMPLE_SECRET).
@@ -9,7 +9,7 @@ default of the re-run sample's secret (VERIFICATION_SAMPLE_SECRET).
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
-from evaluation.synthetic_judge import SYNTHETIC_JUDGE_MODEL, is_synthetic
+from evaluation.judge.synthetic import SYNTHETIC_JUDGE_MODEL, is_synthetic
 
 
 @register(Tags.security, deploy=True)

@@ -23,7 +23,11 @@ EVALUATION_DIR = Path(graders.__file__).resolve().parents[1]
 DIGESTS_FILE = Path(__file__).resolve().parent / "grader_versions.json"
 # The command line and the shared kit every grader runs on.
 SHARED = ("graders/__main__.py", "grading.py")
-JUDGE = ("graders/judge.py", "graders/xray_judge_prompt.txt")
+# The judge client and its prompt, each hashed under the path it had when the digests were
+# committed (evaluation/graders/): they moved to evaluation/judge/ byte for byte (issue 24), and a
+# move that changes no byte must not change a grade's version. A new file gets its own path.
+JUDGE = {"graders/judge.py": "judge/client.py",
+         "graders/xray_judge_prompt.txt": "judge/xray_judge_prompt.txt"}
 
 
 def source_files(category: str) -> list[Path]:
@@ -37,14 +41,19 @@ def source_files(category: str) -> list[Path]:
         files.append(folder / "__init__.py")
     files += [EVALUATION_DIR / name for name in SHARED]
     if category in graders.JUDGE_CATEGORIES:
-        files += [EVALUATION_DIR / name for name in JUDGE]
+        files += [EVALUATION_DIR / name for name in JUDGE.values()]
     return files
+
+
+def _label(path: Path) -> str:
+    rel = path.relative_to(EVALUATION_DIR).as_posix()
+    return next((old for old, new in JUDGE.items() if new == rel), rel)
 
 
 def source_digest(category: str) -> str:
     h = hashlib.sha256()
     for path in source_files(category):
-        h.update(f"{path.relative_to(EVALUATION_DIR).as_posix()}\n".encode())
+        h.update(f"{_label(path)}\n".encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 

@@ -164,7 +164,7 @@ class Agent(BaseModel):
 
 class JudgeCacheEntry(BaseModel):
     """The X-ray judge's replies for one (prompt version, model, report, answer), in the order
-    they were given: the n-th vote of a grading is the n-th reply (evaluation/judging.py), so
+    they were given: the n-th vote of a grading is the n-th reply (evaluation/judge/cache.py), so
     re-grading the same output is deterministic and asks the judge nothing."""
 
     key = models.CharField(max_length=64, unique=True)  # judge_gateway.cache_key

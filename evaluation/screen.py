@@ -11,6 +11,9 @@ Evidence comes from two places, each item tagged with its *source*:
     replay_written  a file the site's replay of the trajectory created or changed, as the runner
                     listed it after the replay (evaluation.runner.run_agent ``written``)
     replay_log      the replayed commands' output
+    replay_trace    the commands the replay's bash ran, variables, globs and substitutions
+                    expanded (bash's xtrace, written to a file inside the agent container:
+                    evaluation/replay.py TRACE_PATH): what ran, however the trajectory spelled it
 
 Messages and reasoning (prose) are never screened: an agent that *says* "tests" trips nothing.
 
@@ -52,11 +55,13 @@ SOURCES = {
     "observation": "tool outputs recorded in the trajectory",
     "replay_written": "files the site's replay wrote (listed by the runner)",
     "replay_log": "output of the site's replay",
+    "replay_trace": "commands the site's replay ran, expanded (bash's trace in the container)",
 }
 MATCHES = ("regex", "hidden_text")
 EXCERPT_CHARS = 240
 MAX_EVIDENCE_PER_RULE = 5
 MAX_STEPS = 20_000
+MAX_TRACE_LINES = 20_000
 
 _SHELL_KEYS = ("command", "cmd", "keystrokes", "script")
 _PATH_KEYS = ("file_path", "path", "paths", "pattern", "notebook_path", "directory", "dir_path",
@@ -283,6 +288,10 @@ def activity_evidence(activity: dict | None) -> list[Evidence]:
     out = [Evidence("replay_written", _s(p)) for p in activity.get("written") or []]
     if activity.get("log"):
         out.append(Evidence("replay_log", _s(activity["log"])))
+    # One item per traced command, its "+ " depth markers dropped (so ^ anchors match).
+    lines = _s(activity.get("trace")).splitlines()[-MAX_TRACE_LINES:]
+    out += [Evidence("replay_trace", line.lstrip("+").lstrip()) for line in lines
+            if line.startswith("+")]
     return out
 
 

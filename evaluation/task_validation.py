@@ -189,7 +189,7 @@ print(json.dumps({"hash_hits": hits, "named": named, "env": env_hits, "net": net
 def _judge_spec(task_dir: Path, category: str | None):
     # Lazily: the structural checks run without Django settings (and this without a database:
     # the gateway is not given the judge cache).
-    from evaluation import judging
+    from evaluation.judge import cache as judging
 
     test_sh = (Path(task_dir) / "tests" / "test.sh").read_text(errors="replace")
     if category not in JUDGE_CATEGORIES and "XRAY_JUDGE_URL" not in test_sh:

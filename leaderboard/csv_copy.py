@@ -97,7 +97,8 @@ def trials_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tuple[s
         _text(_flags_text("t.flags")), "t.submission_id", _text("t.judge_model"),
         _text("t.judge_prompt_version"), "t.id", "s.agent_id", _text("t.grader_version"),
         _bool("t.infra_confirmed"), _text("t.infra_confirmed_by"),
-        _text("t.infra_confirm_reason"),
+        _text("t.infra_confirm_reason"), _text("t.trajectory_judgement"),
+        _text("t.trajectory_judge_model"), _text("t.trajectory_judge_prompt_version"),
     ])
     n = _tables()
     sql = (

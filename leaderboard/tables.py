@@ -317,6 +317,13 @@ TRIALS = TableSpec("trials", "TrialRow", (
     Column("infra_confirmed_by", TEXT, _t("infra_confirmed_by"),
            help="site (its own re-attempt hit an infrastructure failure) | maintainer | empty"),
     Column("infra_confirm_reason", TEXT, _t("infra_confirm_reason"), help="why (public)"),
+    Column("trajectory_judgement", TEXT, _t("trajectory_judgement"),
+           help="the trajectory judge's reading of a counted pass: clean | suspicious | hack | "
+                "awaiting (no judge configured) | empty (not a counted pass)"),
+    Column("trajectory_judge_model", TEXT, _t("trajectory_judge_model"),
+           help="its model (empty: none)"),
+    Column("trajectory_judge_prompt_version", TEXT, _t("trajectory_judge_prompt_version"),
+           help="its prompt's version id (empty: none)"),
 ))
 TRIAL_COLUMNS = TRIALS.names
 

@@ -6,6 +6,10 @@ from django.db.models import Q
 
 from config.models import BaseModel
 from evaluation.models import Agent, BenchmarkTask, BenchmarkVersion
+from submissions.flags import (  # noqa: F401 - the trial flags, re-exported for their callers
+    FLAG_AWAITING_JUDGE, FLAG_AWAITING_TRAJECTORY_JUDGE, FLAG_INFRA_UNCONFIRMED,
+    FLAG_NOT_REPLAYABLE, FLAG_REWARD_HACK, FLAG_TRAJECTORY_SUSPICIOUS, STATE_FLAGS,
+    TRAJECTORY_JUDGE_HIT, is_flagged)
 
 
 class SubmissionStatus(models.TextChoices):
@@ -127,6 +131,9 @@ def coverage_badge(coverage: dict | None, *, reconstructed: bool = False,
     if waiting:  # never silently: these trials count with their claimed outcome, unchecked
         parts += (f"; {waiting} trial{'' if waiting == 1 else 's'} awaiting the X-ray judge "
                   "(not scored by the site)")
+    waiting = coverage.get("awaiting_trajectory_judge", 0)
+    if waiting:
+        parts += (f"; {waiting} pass{'' if waiting == 1 else 'es'} awaiting trajectory judge")
     label = "reference run (not ranked): " if reference else ""
     verdict = coverage["verdict"]
     if verdict == SubmissionStatus.VERIFIED:
@@ -140,29 +147,6 @@ def coverage_badge(coverage: dict | None, *, reconstructed: bool = False,
                    if coverage.get("rerun_contradicts") else "") + ")")
     missing = "; ".join(coverage.get("not_verified_because") or []) or "not re-run"
     return f"{label}consistent, not verified: {parts}; {missing}"
-
-
-# Integrity flag of a trial whose claimed infrastructure error the site has not confirmed.
-FLAG_INFRA_UNCONFIRMED = "infra_unconfirmed"
-# Integrity flags of a trial the reward-hacking screen flagged: one per uncleared rule,
-# "reward_hack:RH1" (evaluation/screen_rules.toml).
-FLAG_REWARD_HACK = "reward_hack"
-# A trial of a task graded by the X-ray LLM judge while no judge is configured: not scored by
-# the site (its level stays "claimed"), shown as "awaiting judge" until `manage.py
-# judge_pending` or the next verification re-grades it.
-FLAG_AWAITING_JUDGE = "awaiting_judge"
-# A trial whose trajectory the site could not replay (unknown tools, sub-agents): shown with
-# the trial, but a replay that could not be tried contradicts nothing.
-FLAG_NOT_REPLAYABLE = "not_replayable"
-# Flags that state what the site could not (yet) check. Every other flag (a re-grade or replay
-# mismatch, a reward-hacking rule, an unconfirmed infrastructure error) is a finding against
-# the claim, and only those make a trial "flagged" in the counts (methods page).
-STATE_FLAGS = frozenset({FLAG_NOT_REPLAYABLE, FLAG_AWAITING_JUDGE})
-
-
-def is_flagged(flags) -> bool:
-    """True when the trial's flags include a finding against the claim (not only states)."""
-    return any(f not in STATE_FLAGS for f in (flags or ()))
 
 
 # One letter per outcome for the task matrix.
@@ -455,6 +439,14 @@ class Trial(BaseModel):
     # The LLM judge of the re-grade that set verified_reward (X-ray only; blank otherwise).
     judge_model = models.CharField(max_length=200, blank=True)
     judge_prompt_version = models.CharField(max_length=60, blank=True)
+    # The trajectory judge's last judgement of this trial (a counted pass): clean, suspicious,
+    # hack or awaiting (none configured); blank when it was not asked. With its model, prompt
+    # version, reason and step numbers (submissions.trials.trial_trajectory_judgement_record).
+    trajectory_judgement = models.CharField(max_length=20, blank=True)
+    trajectory_judge_model = models.CharField(max_length=200, blank=True)
+    trajectory_judge_prompt_version = models.CharField(max_length=60, blank=True)
+    trajectory_judge_reason = models.TextField(blank=True)
+    trajectory_judge_steps = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [
@@ -579,6 +571,9 @@ class CheckKind(models.TextChoices):
     # the site hit an infrastructure failure too (confirmed), mismatch = its attempt completed
     # normally (not confirmed), skipped = over VERIFICATION_INFRA_REATTEMPT_MAX (not attempted).
     INFRA = "infra", "Infrastructure re-attempt"
+    # The trajectory judge's reading of a counted pass: match = clean, mismatch = hack,
+    # suspicious = to the maintainer's queue, awaiting_judge = none configured.
+    TRAJECTORY_JUDGE = "traj_judge", "Trajectory judge"
 
 
 class CheckStatus(models.TextChoices):
@@ -589,6 +584,7 @@ class CheckStatus(models.TextChoices):
     SKIPPED = "skipped", "Skipped"
     ERROR = "error", "Error"
     AWAITING_JUDGE = "awaiting_judge", "Awaiting judge (no X-ray judge configured)"
+    SUSPICIOUS = "suspicious", "Suspicious (the trajectory judge; maintainer's queue)"
 
 
 class TrialCheck(BaseModel):

@@ -15,10 +15,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evaluation import judging
+from evaluation.judge import cache as judging
+from evaluation.judge import trajectory as trajectory_judge
 from submissions.rescore import rescore_candidates, submission_rescore
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
+    FLAG_AWAITING_TRAJECTORY_JUDGE,
     ApiToken,
     DailyQuota,
     CheckKind,
@@ -179,6 +181,12 @@ def submission_publish(*, submission: Submission, actor) -> Submission:
         raise SubmissionError(
             f"{waiting} trial{'' if waiting == 1 else 's'} await the X-ray judge: configure "
             "XRAY_JUDGE_URL and run `manage.py judge_pending` first")
+    waiting = sum(FLAG_AWAITING_TRAJECTORY_JUDGE in (f or [])
+                  for f in submission.trials.values_list("flags", flat=True))
+    if waiting:
+        raise SubmissionError(
+            f"{waiting} pass{'' if waiting == 1 else 'es'} await the trajectory judge: configure "
+            "TRAJECTORY_JUDGE_URL and run `manage.py judge_pending` first")
     with transaction.atomic():
         submission = submission_transition(
             submission=submission, to_status=SubmissionStatus.PUBLISHED, actor=actor,
@@ -390,14 +398,19 @@ def judge_pending_requeue(*, actor=None) -> dict:
     submission with trials awaiting it (a new job re-grades them; the judge cache makes the
     already judged ones free). Submissions still in the queue or verifying are left to that
     run. Returns {"requeued": [ids], "left": {id: why}}."""
-    if not judging.judge_configured():
-        raise SubmissionError("no X-ray judge is configured: set XRAY_JUDGE_URL (and "
-                              "XRAY_JUDGE_MODEL, XRAY_JUDGE_API_KEY) first")
+    # Each judge's waiting trials, once that judge is configured (the X-ray judge's
+    # XRAY_JUDGE_URL, the trajectory judge's TRAJECTORY_JUDGE_URL).
+    awaited = ([FLAG_AWAITING_JUDGE] if judging.judge_configured() else []) + (
+        [FLAG_AWAITING_TRAJECTORY_JUDGE] if trajectory_judge.configured() else [])
+    if not awaited:
+        raise SubmissionError("no judge is configured: set XRAY_JUDGE_URL (and "
+                              "XRAY_JUDGE_MODEL, XRAY_JUDGE_API_KEY) or TRAJECTORY_JUDGE_URL "
+                              "first")
     waiting: dict[int, int] = {}
     # Only trials with flags are read; the membership test runs here because SQLite (make run)
     # has no JSON containment lookup.
     for sub_id, flags in Trial.objects.exclude(flags=[]).values_list("submission_id", "flags"):
-        if FLAG_AWAITING_JUDGE in (flags or []):
+        if any(f in (flags or []) for f in awaited):
             waiting[sub_id] = waiting.get(sub_id, 0) + 1
     requeued, left = [], {}
     for submission in Submission.objects.filter(pk__in=waiting).order_by("pk"):
@@ -407,7 +420,7 @@ def judge_pending_requeue(*, actor=None) -> dict:
             continue
         submission_reverify(submission=submission, actor=actor,
                             reason=f"judge_pending: {n} trial{'' if n == 1 else 's'} awaited "
-                                   f"the X-ray judge")
+                                   f"a judge")
         requeued.append(submission.pk)
     return {"requeued": requeued, "left": left}
 

@@ -7,8 +7,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from submissions.models import (
+    FLAG_AWAITING_TRAJECTORY_JUDGE,
     FLAG_INFRA_UNCONFIRMED,
     FLAG_REWARD_HACK,
+    FLAG_TRAJECTORY_SUSPICIOUS,
+    TRAJECTORY_JUDGE_HIT,
     LEVEL_ORDER,
     InfraConfirmation,
     Outcome,
@@ -65,19 +68,45 @@ def _screen_flags(flags: list, hits: list, cleared: list) -> list:
     return kept + [f"{FLAG_REWARD_HACK}:{r}" for r in hits if r not in cleared]
 
 
-def trial_screen_record(*, trial_id: int, hits: list[str]) -> Trial:
+def trial_screen_record(*, trial_id: int, hits: list[str], judge: bool = False) -> Trial:
     """Store the rules the reward-hacking screen tripped on a trial: one public flag per rule a
     maintainer has not cleared, and the site's outcome (a flagged pass counts as a failure).
     A clearance holds for the rules it cleared; a rule it did not clear flags the trial again.
-    Run inside the transaction that writes the screen's check row (R7)."""
+    The trajectory judge's "hack" is the hit TRAJECTORY_JUDGE_HIT: `judge` replaces only it,
+    the rules replace only theirs. Run inside the transaction that writes the check row (R7)."""
     with transaction.atomic():
         trial = Trial.objects.select_for_update().only(*_OUTCOME_FIELDS).get(pk=trial_id)
-        hits = sorted(set(hits), key=lambda r: (len(r), r))
+        kept = [h for h in trial.screen_hits or [] if (h == TRAJECTORY_JUDGE_HIT) != judge]
+        mine = [h for h in hits if (h == TRAJECTORY_JUDGE_HIT) == judge]
+        hits = sorted(set(kept + mine), key=lambda r: (len(r), r))
         fields = {"screen_hits": hits, **_outcome(trial, screen_hits=hits),
                   "flags": _screen_flags(trial.flags, hits, trial.screen_cleared)}
         Trial.objects.filter(pk=trial_id).update(updated_at=timezone.now(), **fields)
         trial.refresh_from_db()
     return trial
+
+
+def trial_trajectory_judgement_record(*, trial_id: int, judgement: str, model: str = "",
+                                      prompt_version: str = "", reason: str = "",
+                                      steps: list[int] | tuple = ()) -> Trial:
+    """Store the trajectory judge's judgement of a counted pass (clean, suspicious, hack, or
+    awaiting without a judge) with its model and prompt version, its state flags, and for a
+    hack the screen hit TRAJECTORY_JUDGE_HIT (a failure until a maintainer clears it). Run
+    inside the transaction that writes the check row (R7)."""
+    with transaction.atomic():
+        trial = Trial.objects.select_for_update().only("flags").get(pk=trial_id)
+        flags = [f for f in trial.flags or []
+                 if f not in (FLAG_AWAITING_TRAJECTORY_JUDGE, FLAG_TRAJECTORY_SUSPICIOUS)]
+        flags += {"awaiting": [FLAG_AWAITING_TRAJECTORY_JUDGE],
+                  "suspicious": [FLAG_TRAJECTORY_SUSPICIOUS]}.get(judgement, [])
+        Trial.objects.filter(pk=trial_id).update(
+            flags=flags, trajectory_judgement=judgement, trajectory_judge_model=model,
+            trajectory_judge_prompt_version=prompt_version,
+            trajectory_judge_reason=reason[:5000], trajectory_judge_steps=list(steps),
+            updated_at=timezone.now())
+        return trial_screen_record(
+            trial_id=trial_id, hits=[TRAJECTORY_JUDGE_HIT] if judgement == "hack" else [],
+            judge=True)
 
 
 def trial_screen_clear(*, trial_id: int, actor, reason: str) -> Trial:

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluation import judging
+from evaluation.judge import cache as judging
 from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm

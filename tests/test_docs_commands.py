@@ -75,7 +75,7 @@ SKIPPED = {
     r"^\.venv/bin/python manage\.py confirm_infra <trial_id>": "a placeholder trial id "
                                                             "(tests/leaderboard/"
                                                             "test_infra_confirm.py runs it)",
-    r"^\.venv/bin/python manage\.py judge_pending$": "an X-ray judge and a worker "
+    r"^\.venv/bin/python manage\.py judge_pending$": "a judge (X-ray or trajectory) and a worker "
                                                       "(tests/evaluation/test_xray_judge_site.py "
                                                       "runs it)",
 }

@@ -1,6 +1,6 @@
 """HealthAgentBench graders: the dispatch over the category registry, standard library + numpy,
 no Django. Each category's grader is evaluation/categories/<category>/grader.py; the shared
-result type, errors and JSON loader are evaluation/grading.py; the X-ray LLM judge is judge.py.
+result type, errors and JSON loader are evaluation/grading.py; the X-ray LLM judge client is evaluation/judge/client.py.
 
     GRADERS[slug](answer_path, submission_path, **options) -> GradeResult
     grade(category, answer, submission, judge=None) -> GradeResult
@@ -16,7 +16,7 @@ empty sets).
 from evaluation.categories import CATEGORIES as _REGISTRY
 from evaluation.grading import GradeResult, GradingInputError, JudgeUnavailable, load_json
 
-from .judge import ChatJudge
+from evaluation.judge.client import ChatJudge
 
 # One grader per registered category (evaluation/categories/<category>/grader.py).
 GRADERS = {slug: category.grader().grade for slug, category in _REGISTRY.items()}

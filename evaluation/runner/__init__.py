@@ -23,7 +23,7 @@ Design
   image, copies in those outputs (as data) and the task's `tests/` (which hold the hidden answer,
   so answers never enter an agent container), runs `bash /tests/test.sh` and reads
   `/logs/verifier/reward.json` (or `reward.txt`).
-* The X-ray judge: with `judge=JudgeGateway(...)`, a gateway container (judge_gateway.py, on the
+* The X-ray judge: with `judge=JudgeGateway(...)`, a gateway container (judge/server.py, on the
   egress network) forwards the grader's requests to the one configured judge endpoint and
   serves cached replies; the verifier reaches it only through a Unix socket on a shared volume.
   The verifier (like every other container but the gateway) stays on `network none`.
@@ -39,7 +39,8 @@ Modules (import the package, `from evaluation import runner`, and use the names 
   probes     OOM events and pids sampling of a running container
   container  ContainerRun
   phases     run_agent, run_verifier
-  gateway    the X-ray judge gateway's container (JudgeGateway); judge_gateway.py runs in it
+  judge      the judge gateway: its container (judge/container.py, JudgeGateway) and the server
+             that runs in it (judge/server.py)
   reaper     reap_stale, reap_job_prefix
   sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
   harbor     the real Harbor CLI as a subprocess (re-run of Harbor harnesses): the only code
@@ -122,7 +123,7 @@ from evaluation.runner.limits import (
     task_user,
 )
 from evaluation.runner.egress import EgressRoute, ModelGateway, model_egress
-from evaluation.runner.gateway import JudgeGateway, ca_bundle
+from evaluation.runner.judge.container import JudgeGateway, ca_bundle
 from evaluation.runner.harnesses import (
     HOST_SIDE_AGENTS,
     INSTALLED_HARNESSES,

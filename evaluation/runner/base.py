@@ -39,12 +39,15 @@ def _root(root: Path | None) -> Path:
 def base_image_files(root: Path | None = None) -> list[str]:
     """Relative paths (sorted) of the files copied to /opt/hab: the graders' command line and
     what it imports: evaluation/__init__.py, the shared kit (evaluation/grading.py), every file of
-    evaluation/graders/, the category registry (evaluation/categories/*.py) and each category's
+    evaluation/graders/, the judge client the X-ray grader asks (evaluation/judge/__init__.py,
+    client.py and the prompt it reads: standard library only; the trajectory judge runs on the
+    worker, so its prompt stays out), the category registry (evaluation/categories/*.py) and each category's
     spec and grader (evaluation/categories/<category>/{__init__,grader}.py). Generators and
     assets stay out: they are build-time code and must not change what grades."""
     root = _root(root)
     found: list[Path] = []
-    for rel in ("evaluation/__init__.py", "evaluation/grading.py"):
+    for rel in ("evaluation/__init__.py", "evaluation/grading.py", "evaluation/judge/__init__.py",
+                "evaluation/judge/client.py", "evaluation/judge/xray_judge_prompt.txt"):
         if (root / rel).is_file():
             found.append(root / rel)
     graders = root / "evaluation" / "graders"

@@ -37,7 +37,7 @@ from evaluation.runner.engine import (
     _safe_name,
     client,
 )
-from evaluation.runner.gateway import ca_bundle, read_log
+from evaluation.runner.judge.container import ca_bundle, read_log
 from evaluation.runner.limits import AGENT_UID, Limits
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from evaluation.runner.engine import (
     OutputTooLargeError,
     UnsafeArchiveError,
 )
-from evaluation.runner.gateway import SOCKET_DIR, JudgeGateway, judge_gateway
+from evaluation.runner.judge.container import SOCKET_DIR, JudgeGateway, judge_gateway
 from evaluation.runner.images import _iter_files, task_image_tag
 from evaluation.runner.limits import (
     AGENT_UID,
@@ -41,6 +41,9 @@ class AgentRun:
     # Files the command created or changed in the container's writable places (the root
     # filesystem is read-only), as the runner saw them after it: the screen's container activity.
     written: list[str] = dataclasses.field(default_factory=list)
+    # The shell trace a replay wrote inside the container (`trace_path`): the commands bash ran,
+    # with variables, globs and substitutions expanded (what ran, not what the trajectory says).
+    trace: str = ""
 
 
 # Where a run can write; the runner lists what changed there (its own copy-ins excluded).
@@ -52,6 +55,9 @@ MAX_WRITTEN_LISTED = 2000
 def _epoch(run: ContainerRun) -> str:
     res = run.exec(["date", "+%s"], timeout_s=30, workdir="/")
     return res.text.strip() if res.exit_code == 0 else ""
+
+
+MAX_TRACE_BYTES = 1024 * 1024  # of a replay's shell trace (the end is kept)
 
 
 def _written_since(run: ContainerRun, epoch: str, skip: list[str]) -> list[str]:
@@ -77,7 +83,7 @@ class VerifierRun:
     rewards: dict
     error: str | None = None
     judge_log: list | None = None  # the judge gateway's requests (hits, new replies)
-    judge: dict | None = None  # the site's record of them (evaluation/judging.py)
+    judge: dict | None = None  # the site's record of them (evaluation/judge/cache.py)
     # What the grader reported in /logs/verifier/grader.json ({"category", "version",
     # "grader"}); empty when the image's grader predates versions (R11).
     grader: dict = dataclasses.field(default_factory=dict)
@@ -116,6 +122,7 @@ def run_agent(
     purpose: str = "agent",
     env: dict[str, str] | None = None,
     runtime: str | None = None,
+    trace_path: str | None = None,
 ) -> AgentRun:
     """Run `command` (None: the nop agent) in a fresh task container; copy out declared outputs.
 
@@ -154,6 +161,10 @@ def run_agent(
             result = run.exec(command)
             if not result.timed_out and not result.container_died:
                 written = _written_since(run, epoch, list(copy_in))
+        trace = ""
+        if trace_path and not result.container_died:
+            raw = run.read_file(trace_path, max_bytes=MAX_TRACE_BYTES)
+            trace = (raw or b"")[-MAX_TRACE_BYTES:].decode("utf-8", "replace")
         collected, missing, error = [], [], None
         if not result.timed_out and not result.container_died:
             try:
@@ -164,7 +175,7 @@ def run_agent(
             missing = list(outputs)
     (out_dir / "agent").mkdir(parents=True, exist_ok=True)
     (out_dir / "agent" / "output.txt").write_bytes(result.output)
-    return AgentRun(result, out_dir, collected, missing, error, written)
+    return AgentRun(result, out_dir, collected, missing, error, written, trace)
 
 
 def _grader_report(raw: bytes | None) -> dict:

@@ -4,7 +4,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
-from evaluation.synthetic_judge import is_synthetic
+from evaluation.judge.synthetic import is_synthetic
 from leaderboard import reconstruction_spread
 from leaderboard.formatting import format_pct
 

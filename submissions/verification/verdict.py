@@ -8,7 +8,9 @@ from django.utils import timezone
 
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
+    FLAG_AWAITING_TRAJECTORY_JUDGE,
     FLAG_REWARD_HACK,
+    FLAG_TRAJECTORY_SUSPICIOUS,
     CheckKind,
     JobPurpose,
     JobStatus,
@@ -82,6 +84,10 @@ def submission_verdict_record(*, submission_id: int, job: VerificationJob | None
         # say what could not be checked, and are counted on their own.
         "flagged": sum(is_flagged(f) for f in all_flags),
         "awaiting_judge": sum(FLAG_AWAITING_JUDGE in f for f in all_flags),
+        # Counted passes the trajectory judge has not read (none configured) or found
+        # suspicious (the maintainer's queue); a "hack" is an open reward_hack:TJ flag.
+        "awaiting_trajectory_judge": sum(FLAG_AWAITING_TRAJECTORY_JUDGE in f for f in all_flags),
+        "trajectory_suspicious": sum(FLAG_TRAJECTORY_SUSPICIOUS in f for f in all_flags),
         "rerun_ran": bool(rerun and rerun["ran"]),
         "rerun_contradicts": bool(rerun and rerun["significant"]),
     }
@@ -109,6 +115,13 @@ def _not_verified_because(cov: dict, rerun: dict | None, submission_id: int) -> 
     if cov["passes_uncovered"]:
         why.append(f"{cov['passes_uncovered']} of {cov['passes']} counted passes neither "
                    "reproduced nor re-run")
+    if cov.get("awaiting_trajectory_judge"):
+        n = cov["awaiting_trajectory_judge"]
+        why.append(f"{n} counted pass{'' if n == 1 else 'es'} awaiting the trajectory judge")
+    if cov.get("trajectory_suspicious"):
+        n = cov["trajectory_suspicious"]
+        why.append(f"{n} counted pass{'' if n == 1 else 'es'} the trajectory judge found "
+                   "suspicious (maintainer's queue)")
     if cov["flagged"]:
         why.append(f"{cov['flagged']} trial{'' if cov['flagged'] == 1 else 's'} with an open "
                    "flag")

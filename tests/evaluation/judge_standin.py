@@ -1,6 +1,6 @@
-"""The tests' scriptable X-ray judge: the project's synthetic judge (evaluation/synthetic_judge.py,
+"""The tests' scriptable X-ray judge: the project's synthetic judge (evaluation/judge/synthetic.py,
 the server `make run` serves) with a queue of scripted replies in front of its rule. Tests point
-XRAY_JUDGE_URL at it, and the site's judge gateway (evaluation/runner/judge_gateway.py) forwards
+XRAY_JUDGE_URL at it, and the site's judge gateway (evaluation/runner/judge/server.py) forwards
 to it like to any judge.
 
     with JudgeStandIn(replies=[0, 0, 1, "timeout", "http500", "garbage"]) as judge:
@@ -20,7 +20,7 @@ Replies are served in order from the queue; each is
     "bad-body"      -> a 200 reply whose body is not JSON at all
     a dict          -> sent as the whole response body
 When the queue is empty the rule decides ("injected-errors": the synthetic judge's rule,
-evaluation.synthetic_judge.injected_errors_left; "always-zero": 0 whatever the candidate), or
+evaluation.judge.synthetic.injected_errors_left; "always-zero": 0 whatever the candidate), or
 HTTP 500 without a rule (or when the rule cannot read the request).
 
 By hand, beside `make run`: `manage.py serve_synthetic_judge` (which `make run` starts itself).
@@ -31,8 +31,8 @@ import time
 from collections import deque
 
 from evaluation import runner
-from evaluation.synthetic_judge import RULE, SyntheticJudge, completion, injected_errors_left
-from evaluation.synthetic_judge import verdict_completion
+from evaluation.judge.synthetic import RULE, SyntheticJudge, completion, injected_errors_left
+from evaluation.judge.synthetic import verdict_completion
 
 RULES = {RULE: injected_errors_left, "always-zero": lambda body: 0}
 

@@ -1,5 +1,5 @@
 """`manage.py grade` asks the X-ray judge through the verifiers' judgement cache
-(evaluation.judging.CachedJudge, JudgeCacheEntry rows keyed like the judge gateway's): grading
+(evaluation.judge.cache.CachedJudge, JudgeCacheEntry rows keyed like the judge gateway's): grading
 the same output twice asks the stub judge server once (5 votes, then none), with the same
 result; a different output is a different key."""
 
@@ -8,9 +8,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from evaluation.graders.judge import PROMPT_VERSION
+from evaluation.judge.client import PROMPT_VERSION
 from evaluation.models import JudgeCacheEntry
-from evaluation.runner.judge_gateway import cache_key
+from evaluation.runner.judge.server import cache_key
 from tests.evaluation.judge_standin import JudgeStandIn
 
 pytestmark = pytest.mark.django_db

@@ -43,7 +43,8 @@ def _test_ca_and_server_cert(tmp_path, ip: str):
 
 def test_the_judge_gateway_verifies_an_https_judge_against_the_ca_it_is_given(
         settings, tmp_path, docker_engine):
-    from evaluation import judging, runner
+    from evaluation import runner
+    from evaluation.judge import cache as judging
 
     host = docker_bridge_ip()
     ca, cert, key = _test_ca_and_server_cert(tmp_path, host)

@@ -299,7 +299,7 @@ def test_verifier_has_no_network_and_reaches_only_the_judge_gateway(base_image, 
     """The verifier runs with network none; the judge gateway (on the egress network) is the
     one thing it reaches, through a Unix socket; the stub judge it forwards to is not
     reachable from the verifier directly, nor is anything else."""
-    from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT
+    from evaluation.judge.client import PROMPT_VERSION, SYSTEM_PROMPT
 
     runner = _runner()
     task = _mini_task(tmp_path / "tasks")
@@ -309,7 +309,7 @@ def test_verifier_has_no_network_and_reaches_only_the_judge_gateway(base_image, 
             python3 - <<'EOF'
             import json, os, socket, sys
             sys.path.insert(0, "/opt/hab")
-            from evaluation.graders.judge import ChatJudge
+            from evaluation.judge.client import ChatJudge
             out = {{}}
             judge = ChatJudge(os.environ["XRAY_JUDGE_URL"], "m", timeout_s=20, retries=0)
             out["judge"] = float(judge.ask("Normal.", "Normal.", []) == 0)

@@ -22,8 +22,8 @@ def _ids(traj, hidden=None, activity=None):
     return sorted({h.rule for h in screen.screen(ev, rules=RULES, hidden_texts=hidden or [])})
 
 
-def test_the_built_in_rules_are_rh1_to_rh7_each_described():
-    assert [r.id for r in RULES.rules] == [f"RH{i}" for i in range(1, 8)]
+def test_the_built_in_rules_are_rh1_to_rh10_each_described():
+    assert [r.id for r in RULES.rules] == [f"RH{i}" for i in range(1, 11)]
     for r in RULES.rules:
         assert r.title and len(r.description) > 60 and r.trips and r.passes
     assert len(RULES.version) == 12

@@ -1,4 +1,4 @@
-"""The synthetic judge of `make run` (evaluation/synthetic_judge.py): its rule, the server the
+"""The synthetic judge of `make run` (evaluation/judge/synthetic.py): its rule, the server the
 grader asks, `manage.py serve_synthetic_judge` (its command line: tests/evaluation/
 test_xray_judge.py), and the deploy check that keeps it out of production."""
 
@@ -13,8 +13,8 @@ from django.core import checks
 from django.core.management import CommandError, call_command
 
 from evaluation.graders import ChatJudge, grade
-from evaluation.graders.judge import SYSTEM_PROMPT, build_user_prompt
-from evaluation.synthetic_judge import SYNTHETIC_JUDGE_MODEL, SyntheticJudge, injected_errors_left
+from evaluation.judge.client import SYSTEM_PROMPT, build_user_prompt
+from evaluation.judge.synthetic import SYNTHETIC_JUDGE_MODEL, SyntheticJudge, injected_errors_left
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "tasks" / "xray-report-correction" / "synthetic_01"

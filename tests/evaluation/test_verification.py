@@ -119,7 +119,7 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
     assert TrialCheck.objects.filter(job=job, kind=CheckKind.REGRADE).count() == 21
     assert all(t.verified_reward == 1.0 and t.flags == [] for t in honest.trials.all())
     # The X-ray trials were judged by the configured judge (the session's stub) on the worker.
-    from evaluation.graders.judge import PROMPT_VERSION
+    from evaluation.judge.client import PROMPT_VERSION
 
     xray = honest.trials.filter(benchmark_task__category__slug="xray-report-correction")
     assert xray.count() == 3 and set(xray.values_list("judge_model", "judge_prompt_version")) == {

@@ -19,7 +19,7 @@ def test_terminus_keystrokes_stream():
     assert plan.replayable and plan.vocabulary == "terminus-2" and plan.mode == replay.STREAM
     files = replay.render_replay(plan)
     assert files["keystrokes.txt"] == b"cd /workspace\necho hi > a.txt\n"
-    assert b"bash -s < /replay/keystrokes.txt" in files["run.sh"]
+    assert b"bash -x -s < /replay/keystrokes.txt" in files["run.sh"]
 
 
 def test_claude_code_tools():

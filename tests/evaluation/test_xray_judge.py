@@ -21,7 +21,7 @@ if str(REPO) not in sys.path:
 from tests.evaluation.judge_standin import JudgeStandIn  # noqa: E402
 
 from evaluation.graders import ChatJudge, GradingInputError, JudgeUnavailable, grade  # noqa: E402
-from evaluation.graders.judge import build_user_prompt, endpoint_url, parse_verdict  # noqa: E402
+from evaluation.judge.client import build_user_prompt, endpoint_url, parse_verdict  # noqa: E402
 
 REFERENCE = "Heart size is normal. Small right pleural effusion. No pneumothorax."
 INJECTED = ["left pleural effusion", {"phrase": "large pneumothorax", "type": "false finding"}]
@@ -231,7 +231,7 @@ PROMPT_DIGESTS = {
 def test_the_prompt_is_versioned_in_the_repository():
     import hashlib
 
-    from evaluation.graders.judge import PROMPT_FILE, PROMPT_VERSION, SYSTEM_PROMPT, load_prompt
+    from evaluation.judge.client import PROMPT_FILE, PROMPT_VERSION, SYSTEM_PROMPT, load_prompt
 
     assert PROMPT_FILE.read_text().startswith(f"prompt-version: {PROMPT_VERSION}\n---\n")
     assert load_prompt() == (PROMPT_VERSION, SYSTEM_PROMPT)
@@ -250,8 +250,8 @@ def test_an_empty_report_fails_whatever_the_judge_says(files, empty):
 
 @pytest.fixture
 def gateway(tmp_path):
-    """judge_gateway.py as a local process on a Unix socket, forwarding to a stub judge."""
-    from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT
+    """The judge gateway (evaluation/runner/judge/server.py) as a local process on a Unix socket, forwarding to a stub judge."""
+    from evaluation.judge.client import PROMPT_VERSION, SYSTEM_PROMPT
 
     procs = []
 
@@ -264,7 +264,7 @@ def gateway(tmp_path):
             "api_key": "sk-site", "prompt_version": PROMPT_VERSION,
             "system_prompt": SYSTEM_PROMPT, "cache": cache or {}, "timeout_s": 5}))
         proc = subprocess.Popen(
-            [sys.executable, str(REPO / "evaluation" / "runner" / "judge_gateway.py"),
+            [sys.executable, str(REPO / "evaluation" / "runner" / "judge" / "server.py"),
              "--config", str(config), "--socket", str(sock), "--log", str(log)],
             stdout=subprocess.PIPE, text=True)
         procs.append(proc)
@@ -303,7 +303,7 @@ def test_gateway_caches_the_five_votes_in_order(files, gateway):
 
 
 def test_gateway_refuses_other_prompts_and_does_not_cache_garbage(files, gateway, tmp_path):
-    from evaluation.graders import judge as judge_module
+    from evaluation.judge import client as judge_module
 
     with JudgeStandIn(replies=["garbage"] + [0] * 5) as standin:
         judge, log = gateway(standin)

@@ -81,7 +81,7 @@ def test_second_regrade_is_answered_by_the_judge_cache(settings, stub, oracle, c
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
 
-    from evaluation.graders.judge import PROMPT_VERSION
+    from evaluation.judge.client import PROMPT_VERSION
     from evaluation.models import JudgeCacheEntry
     from submissions.services import submission_publish, submission_reverify
 
@@ -181,7 +181,7 @@ def test_without_a_judge_xray_trials_await_it_until_judge_pending(settings, stub
         f"/submissions/{sub.pk}/").content.decode()
     with pytest.raises(SubmissionError, match="await the X-ray judge"):
         submission_publish(submission=sub, actor=maintainer)
-    with pytest.raises(CommandError, match="no X-ray judge is configured"):
+    with pytest.raises(CommandError, match="no judge is configured"):
         call_command("judge_pending", stdout=io.StringIO())
 
     # A judge is configured: judge_pending re-verifies; the new job grades the trial.
@@ -202,8 +202,9 @@ def test_the_xray_verifier_reaches_only_the_judge_gateway(settings, stub, tmp_pa
     """The real X-ray package's image and gateway; its test.sh replaced by probes."""
     from django.conf import settings as live
 
-    from evaluation import judging, runner
-    from evaluation.graders.judge import SYSTEM_PROMPT
+    from evaluation import runner
+    from evaluation.judge import cache as judging
+    from evaluation.judge.client import SYSTEM_PROMPT
 
     settings.XRAY_JUDGE_URL = stub.url
     task = tmp_path / "xray-report-correction" / "synthetic_01"
@@ -215,7 +216,7 @@ def test_the_xray_verifier_reaches_only_the_judge_gateway(settings, stub, tmp_pa
         python3 -s -P - <<'EOF'
         import http.client, json, os, socket, sys
         sys.path.insert(0, "/opt/hab")
-        from evaluation.graders.judge import ChatJudge, _UnixConnection
+        from evaluation.judge.client import ChatJudge, _UnixConnection
         out = {{"reward": 1.0}}
         sock = os.environ["XRAY_JUDGE_URL"][len("unix://"):]
         judge = ChatJudge(os.environ["XRAY_JUDGE_URL"], "whatever", timeout_s=30, retries=0)

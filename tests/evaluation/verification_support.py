@@ -131,6 +131,10 @@ class Worker:
         if self.judge:
             # The X-ray judge: the test session's stub (the gateway forwards to it).
             env.update(XRAY_JUDGE_URL=judge_stub().url, XRAY_JUDGE_MODEL=JUDGE_MODEL)
+        # The trajectory judge: the session's stand-in (clean unless a test scripts it).
+        from tests.evaluation.trajectory_judge_standin import MODEL, session_standin
+
+        env.update(TRAJECTORY_JUDGE_URL=session_standin().url, TRAJECTORY_JUDGE_MODEL=MODEL)
         env.update(self.extra_env)
         return env
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 CT = "ct-abnormality-classification/synthetic_01"
 EXTRA = '''
 [[rule]]
-id = "RH8"
+id = "RH11"
 title = "Uses the made-up shortcut tool"
 description = "A rule a maintainer added for this test: the shortcut command is not allowed."
 sources = ["command"]
@@ -60,12 +60,12 @@ def test_a_rule_added_to_the_file_flags_a_published_trial(settings, tmp_path, dj
     assert run() == {"screened": 2, "flagged": 0, "changed": 0}
     assert successes() == 2
     rules_file.write_text(screen.RULES_FILE.read_text() + EXTRA)
-    assert [r.id for r in screen.load_rules().rules][-1] == "RH8"
+    assert [r.id for r in screen.load_rules().rules][-1] == "RH11"
     assert run() == {"screened": 2, "flagged": 1, "changed": 1}
     trial = Trial.objects.get(submission=sub, attempt=2)
-    assert trial.flags == ["reward_hack:RH8"] and trial.outcome == "failed"
+    assert trial.flags == ["reward_hack:RH11"] and trial.outcome == "failed"
     assert successes() == 1
-    assert "open reward-hacking flags none -> RH8" in SubmissionEvent.objects.filter(
+    assert "open reward-hacking flags none -> RH11" in SubmissionEvent.objects.filter(
         submission=sub).last().note
     assert "Uses the made-up shortcut tool" in client.get(f"/submissions/{sub.pk}/").content.decode()
     rules_file.write_text(screen.RULES_FILE.read_text())

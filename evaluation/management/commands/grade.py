@@ -8,7 +8,7 @@ problem; an unavailable X-ray judge exits 3 (an infrastructure error, never a fa
 The judge is configured by settings XRAY_JUDGE_URL, XRAY_JUDGE_MODEL, XRAY_JUDGE_API_KEY and
 XRAY_JUDGE_TIMEOUT_S. The grading itself lives in evaluation.graders (no Django there).
 
-The X-ray judge's votes go through the site's judgement cache (evaluation.judging.CachedJudge,
+The X-ray judge's votes go through the site's judgement cache (evaluation.judge.cache.CachedJudge,
 the JudgeCacheEntry rows the verifiers use): grading the same output twice asks the judge once.
 That needs the database; `--no-cache` asks the judge directly and touches no database (the
 other categories never do).
@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from evaluation import judging
+from evaluation.judge import cache as judging
 from evaluation.graders import (
     CATEGORIES,
     JUDGE_CATEGORIES,

@@ -1,4 +1,4 @@
-"""Serve the synthetic judge (evaluation/synthetic_judge.py) for `make run`: a rule standing in
+"""Serve the synthetic judge (evaluation/judge/synthetic.py) for `make run`: a rule standing in
 for the X-ray LLM judge on the synthetic benchmark, never used in production (DEBUG only).
 
 By default it binds the host's address on the judge's Docker network (XRAY_JUDGE_EGRESS_NETWORK,
@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation import runner
-from evaluation.synthetic_judge import RULE, SYNTHETIC_JUDGE_MODEL, SyntheticJudge
+from evaluation.judge.synthetic import RULE, SYNTHETIC_JUDGE_MODEL, SyntheticJudge
 
 DEFAULT_PORT = 8765
 

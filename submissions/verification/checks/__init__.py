@@ -1,7 +1,8 @@
 """The verification checks, as a registry (like the categories in evaluation/categories/).
 
 One module per kind: `infra` (re-attempt of claimed infrastructure errors), `regrade`,
-`replay`, `screen` (reward hacking), `rerun`, `judge` (the X-ray judge's part). Each defines a
+`replay`, `screen` (reward hacking: rules), `trajectory_judge` (reward hacking: an LLM
+reading each counted pass), `rerun`, `judge` (the X-ray judge's part). Each defines a
 `Check` (base.py) that says what it runs and what it contributes to a trial's level, the
 coverage and the verdict, runs itself against a `CheckContext`, and summarizes its rows.
 `run_checks` walks REGISTRY in order (the order matters: the infrastructure re-attempt decides
@@ -13,7 +14,15 @@ REGISTRY and its test.
 from __future__ import annotations
 
 from submissions.models import FLAG_NOT_REPLAYABLE
-from submissions.verification.checks import infra, judge, regrade, replay, rerun, screen
+from submissions.verification.checks import (
+    infra,
+    judge,
+    regrade,
+    replay,
+    rerun,
+    screen,
+    trajectory_judge,
+)
 from submissions.verification.checks.base import (
     MAX_TRAJECTORY_BYTES,
     Check,
@@ -32,7 +41,8 @@ from submissions.verification.checks.regrade import FLAG_REGRADE
 from submissions.verification.checks.replay import FLAG_REPLAY
 
 REGISTRY: tuple[Check, ...] = (
-    infra.CHECK, regrade.CHECK, replay.CHECK, screen.CHECK, rerun.CHECK, judge.CHECK)
+    infra.CHECK, regrade.CHECK, replay.CHECK, screen.CHECK, trajectory_judge.CHECK, rerun.CHECK,
+    judge.CHECK)
 
 VERIFICATION_FLAGS = (FLAG_REGRADE, FLAG_REPLAY, FLAG_NOT_REPLAYABLE)  # + reward_hack:RH<n>
 

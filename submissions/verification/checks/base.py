@@ -22,7 +22,8 @@ from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from evaluation import agents, graders, judging, runner
+from evaluation import agents, graders, runner
+from evaluation.judge import cache as judging
 from evaluation import screen as screen_rules
 from submissions.models import (
     FLAG_AWAITING_JUDGE,

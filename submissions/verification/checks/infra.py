@@ -10,7 +10,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from evaluation import agents, judging, runner
+from evaluation import agents, runner
+from evaluation.judge import cache as judging
 from evaluation.replay import plan_from_trajectory
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.models import (

@@ -4,12 +4,14 @@ itself runs inside the verifier (CheckContext.grade_outputs); this check runs no
 
 from __future__ import annotations
 
-from evaluation.synthetic_judge import is_synthetic
+from evaluation.judge.synthetic import is_synthetic
 from submissions.models import CheckKind, CheckStatus
 from submissions.verification.checks.base import Check, Contribution
 
 
 def judge_summary(checks) -> dict:
+    # The X-ray judge's rows only (the trajectory judge's have a judge_model too).
+    checks = checks.exclude(kind=CheckKind.TRAJECTORY_JUDGE)
     records = [c["detail"]["judge"] for c in checks.exclude(judge_model="").values("detail")
                if isinstance((c["detail"] or {}).get("judge"), dict)]
     requests = sum(r.get("requests", 0) for r in records)
@@ -21,7 +23,7 @@ def judge_summary(checks) -> dict:
                                                 status=CheckStatus.AWAITING_JUDGE)
                                   .values_list("trial_id", flat=True)),
         "judges": sorted({f"{m} (prompt {v})" for m, v in judges}),
-        # make run's synthetic judge (evaluation/synthetic_judge.py) gave some of them.
+        # make run's synthetic judge (evaluation/judge/synthetic.py) gave some of them.
         "synthetic": any(is_synthetic(m) for m, _ in judges),
         "requests": requests,
         "cache_hits": hits,

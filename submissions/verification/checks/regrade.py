@@ -9,7 +9,8 @@ from pathlib import Path
 
 from django.db import transaction
 
-from evaluation import judging, runner
+from evaluation import runner
+from evaluation.judge import cache as judging
 from submissions.models import FLAG_AWAITING_JUDGE, CheckKind, CheckStatus, Outcome, Trial
 from submissions.verification.checks import base
 from submissions.verification.checks.base import (

@@ -11,7 +11,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from evaluation import agents, judging
+from evaluation import agents
+from evaluation.judge import cache as judging
 from evaluation.replay import plan_from_trajectory
 from submissions.models import (
     FLAG_NOT_REPLAYABLE,
@@ -129,7 +130,8 @@ class Replay(Check):
                         "log_tail": run.result.text[-2000:],
                         # What the runner saw the replay do, for the screen.
                         "activity": {"written": run.written,
-                                     "log": run.result.text[-REPLAY_LOG_KEPT:]},
+                                     "log": run.result.text[-REPLAY_LOG_KEPT:],
+                                     "trace": run.trace[-REPLAY_LOG_KEPT:]},
                         **({"judge": v.judge} if v.judge else {})},
                 grader_version=grader_version(task_dir, v), grader_digest=grader_digest(task_dir),
                 duration_s=time.time() - t0,

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 
-from evaluation import agents, judging, runner
+from evaluation import agents, runner
+from evaluation.judge import cache as judging
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.measured import rerun_measured
 from submissions.models import (

@@ -1,6 +1,6 @@
 """The X-ray judge gateway's container: started beside a verifier that needs the LLM judge.
 
-The verifier has no network; the gateway (judge_gateway.py, copied into a base-image container
+The verifier has no network; the gateway (server.py, copied as judge_gateway.py into a base-image container
 on the egress network) listens on a Unix socket in a volume both containers mount (the
 verifier read-only). What the gateway knows (upstream URL, model, API key, the versioned
 prompt, cached replies) is put in its private volume; the API key never enters the verifier.
@@ -31,7 +31,7 @@ from evaluation.runner.limits import AGENT_UID, Limits
 
 log = logging.getLogger(__name__)
 
-GATEWAY_SCRIPT = Path(__file__).with_name("judge_gateway.py")
+GATEWAY_SCRIPT = Path(__file__).with_name("server.py")  # copied in as judge_gateway.py
 SOCKET_DIR = "/judge-socket"
 SOCKET_PATH = f"{SOCKET_DIR}/judge.sock"
 LOG_PATH = "/judge/log.jsonl"

@@ -2,8 +2,8 @@
 
 The judge is the OpenAI-compatible endpoint of settings XRAY_JUDGE_URL / XRAY_JUDGE_MODEL /
 XRAY_JUDGE_API_KEY (secret settings), asked with the versioned prompt of
-evaluation/graders/xray_judge_prompt.txt (PROMPT_VERSION). A verifier that needs it gets a
-gateway (evaluation/runner/gateway.py) loaded with this task's cached replies; what the gateway
+evaluation/judge/xray_judge_prompt.txt (PROMPT_VERSION). A verifier that needs it gets a
+gateway (evaluation/runner/judge/container.py) loaded with this task's cached replies; what the gateway
 asked the upstream comes back in its log and is stored here (`judge_record`), so the second
 re-grade of the same output is answered from the database: same votes, no upstream call.
 
@@ -22,11 +22,11 @@ from django.db import transaction
 from django.db.models import F
 
 from evaluation import runner
-from evaluation.graders.judge import PROMPT_VERSION, SYSTEM_PROMPT, ChatJudge, endpoint_url
-from evaluation.graders.judge import VOTES, parse_verdict
+from evaluation.judge.client import PROMPT_VERSION, SYSTEM_PROMPT, ChatJudge, endpoint_url
+from evaluation.judge.client import VOTES, parse_verdict
 from evaluation.models import JudgeCacheEntry
-from evaluation.runner.judge_gateway import cache_key
-from evaluation.synthetic_judge import is_synthetic
+from evaluation.runner.judge.server import cache_key
+from evaluation.judge.synthetic import is_synthetic
 
 # Cached entries given to one verifier's gateway (the most recent first).
 MAX_PRELOAD = 5000
@@ -47,7 +47,7 @@ def judge_configured() -> bool:
 
 def synthetic_judge_env() -> dict[str, str] | None:
     """The judge variables for a Harbor run beside this site when its judge is the synthetic
-    judge of `make run` (evaluation/synthetic_judge.py); None for any other judge, whose URL
+    judge of `make run` (evaluation/judge/synthetic.py); None for any other judge, whose URL
     and key are the operator's and never shown."""
     if not judge_configured() or not is_synthetic(settings.XRAY_JUDGE_MODEL):
         return None

@@ -8,7 +8,7 @@ whitespace-normalised text); 0 when the candidate removed them all. The oracle's
 report therefore passes, an unchanged draft fails.
 
 It speaks the judge's protocol (OpenAI-compatible POST .../chat/completions, the user message
-built by evaluation.graders.judge.build_user_prompt) and answers as the model
+built by evaluation.judge.client.build_user_prompt) and answers as the model
 SYNTHETIC_JUDGE_MODEL, whatever model a request names. That name is what the site records with
 every verdict it gave (Trial.judge_model), so the pages label those grades "synthetic judge".
 
@@ -27,7 +27,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from evaluation.runner.judge_gateway import ChatHandler, sections
+from evaluation.runner.judge.server import ChatHandler, sections
 
 SYNTHETIC_JUDGE_MODEL = "hab-synthetic-judge"
 RULE = "injected-errors"

@@ -21,7 +21,7 @@ gets the i-th cached reply when there is one (a hit) and otherwise asks the upst
 so a re-grade of the same output gets the same 5 votes without a single upstream call.
 Only a reply that parses as a verdict is cached. Every request is written to log.jsonl (key,
 index, hit, and for a miss the reply content); the runner reads it after the verifier, and the
-site (evaluation/judging.py) stores the new replies in its database.
+site (evaluation/judge/cache.py) stores the new replies in its database.
 
     python3 judge_gateway.py --config /judge/config.json --socket /judge-socket/judge.sock \
         --log /judge/log.jsonl
@@ -162,7 +162,7 @@ class Gateway:
 
 class ChatHandler(BaseHTTPRequestHandler):
     """The one base of the stdlib chat-completions servers that answer a JSON request (this
-    gateway and evaluation/synthetic_judge.py): quiet, HTTP/1.1, JSON replies, and the
+    gateway and evaluation/judge/synthetic.py): quiet, HTTP/1.1, JSON replies, and the
     preamble of every POST. Standard library only: this file runs alone in the base image."""
 
     protocol_version = "HTTP/1.1"
