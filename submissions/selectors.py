@@ -161,6 +161,18 @@ def screen_findings(*, submission: Submission, trial: Trial | None = None) -> li
     return out
 
 
+def trial_isolation(*, trial: Trial) -> list[tuple[str, str]]:
+    """(check, in words) for each of the trial's latest container checks that recorded what
+    separated its containers from the host: kernel (runc or gVisor) and user mapping (issue
+    29). One query."""
+    latest: dict[str, str] = {}
+    for kind, detail in TrialCheck.objects.filter(trial=trial).order_by(
+            "created_at", "pk").values_list("kind", "detail"):
+        if (detail or {}).get("isolation"):
+            latest[kind] = detail["isolation"]
+    return [(CheckKind(kind).label, words) for kind, words in latest.items()]
+
+
 def screened_count(*, submission: Submission) -> int:
     """How many of this submission's trials the reward-hacking screen has looked at (one
     screen check per counted pass and job). Zero means the screen never ran: the status page

@@ -244,6 +244,7 @@ def show_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> HttpRespons
     return render(request, "submissions/trajectory.html", {
         "trial": trial, "steps": steps, "previous": previous, "next": following,
         "screen": selectors.screen_findings(submission=trial.submission, trial=trial),
+        "isolation": selectors.trial_isolation(trial=trial),
         "reason_form": ReasonForm()})
 
 

@@ -14,10 +14,15 @@ Needs PostgreSQL (the worker shares the test database) and Docker. Run:
         .venv/bin/python -m pytest tests/evaluation/test_verification.py
 """
 
+import html
 import json
 
 import pytest
 
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from evaluation import runner
 from submissions.models import coverage_badge
 from tests.evaluation import verification_support as vs
 
@@ -187,6 +192,17 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
     assert replays[2].verified_reward == 0.0 and "replay_mismatch" in replays[2].flags
     assert replays[3].status == "not_replayable"
     assert "teleport_answer" in replays[3].reason
+    # S14: each check that ran containers records what separated them from the host; the
+    # trial page shows it (a check that ran nothing, the not-replayable one, records none).
+    isolation = runner.isolation(runner.sandbox_runtime())
+    assert replays[1].detail["isolation"] == isolation and "isolation" not in replays[3].detail
+    regrade = TrialCheck.objects.get(job=job, kind=CheckKind.REGRADE, trial=replays[1].trial)
+    assert regrade.detail["isolation"] == runner.isolation(None)
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("iso-staff", is_staff=True))
+    page = staff.get(f"/submissions/{sub.pk}/trials/{replays[1].trial.pk}/trajectory/")
+    assert page.status_code == 200
+    assert f"Replay: {isolation}" in html.unescape(page.content.decode())
     # S1: the replay container (agent side) holds no answer and no tests.
     log = replays[2].detail["log_tail"]
     secret_line = json.loads(answer)["labels"]

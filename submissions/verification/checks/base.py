@@ -201,6 +201,17 @@ def screen_trial(trial: Trial, *, activity: dict | None):
     return rules, hits, evidence, trajectory
 
 
+# The checks that run containers: the replay runs the submitter's commands in the sandbox
+# runtime; the re-grade's verifier, the re-run and the infrastructure re-attempt in the
+# engine's default runtime. All under the engine's user mapping.
+_CONTAINER_CHECKS = (CheckKind.REGRADE, CheckKind.REPLAY, CheckKind.RERUN, CheckKind.INFRA)
+
+
+def isolation_of(kind: str) -> str:
+    """In words: the kernel and the user mapping a check of ``kind`` ran its containers under."""
+    return runner.isolation(runner.sandbox_runtime() if kind == CheckKind.REPLAY else None)
+
+
 @dataclass
 class Result:
     """What one check of one trial (or one re-run sample) found: one TrialCheck row."""
@@ -262,6 +273,10 @@ class CheckContext:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def record(self, kind: str, *, trial=None, task=None, sample_index=0, res: Result):
+        detail = dict(res.detail or {})
+        if res.duration_s is not None and kind in _CONTAINER_CHECKS:
+            # What separated this check's containers from the host (issue 29), per trial.
+            detail.setdefault("isolation", isolation_of(kind))
         values = {
             "status": res.status,
             "claimed_reward": res.claimed_reward,
@@ -269,7 +284,7 @@ class CheckContext:
             "reproduced": res.reproduced,
             "flags": res.flags or [],
             "reason": res.reason[:5000],
-            "detail": res.detail or {},
+            "detail": detail,
             "grader_version": res.grader_version,
             "grader_digest": res.grader_digest,
             "judge_model": (res.judge or {}).get("model", ""),
