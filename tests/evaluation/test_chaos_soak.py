@@ -5,8 +5,10 @@ docs/reliability.md."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,10 @@ CLEAN = {"lost": "0", "duplicated": "0", "stuck": "0", "failed (never scored)": 
          "containers leaked": "0"}
 
 
-def _soak(*args: str, timeout: int) -> tuple[dict, float, float, str]:
+def _soak(*args: str, timeout: int, cwd: Path = REPO) -> tuple[dict, float, float, str]:
     """Run chaos_soak; its totals, its longest wait with no worker on it and reaper interval."""
     env = {**os.environ, "DEBUG": "1"}
-    result = subprocess.run([sys.executable, "manage.py", "chaos_soak", *args], cwd=REPO,
+    result = subprocess.run([sys.executable, "manage.py", "chaos_soak", *args], cwd=cwd,
                             env=env, capture_output=True, text=True, timeout=timeout)
     out = result.stdout
     assert result.returncode == 0, (out[-3000:], result.stderr[-3000:])
@@ -33,14 +35,34 @@ def _soak(*args: str, timeout: int) -> tuple[dict, float, float, str]:
     return totals, float(wait.group(1)), float(wait.group(2)), out
 
 
-def test_r1_r6_r7_chaos_soak_short_run_loses_and_duplicates_nothing(docker_engine):
+@pytest.fixture
+def private_checkout():
+    """A copy of this checkout under a 0700 directory of root's, which the ``postgres`` user
+    cannot traverse (as a checkout under /root is)."""
+    parent = Path(tempfile.mkdtemp(prefix="hab-private-", dir=Path.home()))
+    checkout = parent / "checkout"
+    shutil.copytree(REPO, checkout, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".venv-*", "var", "node_modules", "test-output", "__pycache__"))
+    yield checkout
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_r1_r6_r7_chaos_soak_short_run_loses_and_duplicates_nothing(docker_engine,
+                                                                    private_checkout):
     """R1, R6, R7, R9, R15 together: a worker SIGKILLed mid-verification (and restarted), the
     broker restarted and PostgreSQL restarted during a batch of two submissions: every
     submission is verified exactly once; nothing lost, duplicated or stuck; no container
     left behind; no submission waited 3 reaper intervals with the worker idle. The shared
-    PostgreSQL and Redis are not touched (throwaway instances)."""
+    PostgreSQL and Redis are not touched (throwaway instances).
+    R19 (issue 29): it runs from a checkout the ``postgres`` user cannot traverse (the
+    throwaway cluster lives in a temporary directory that user owns)."""
+    if os.geteuid() == 0:
+        denied = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x",
+                                 str(private_checkout)], check=False)
+        assert denied.returncode != 0, "the postgres user can traverse the private checkout"
     totals, longest, interval, out = _soak("--kills", "1", "--submissions", "2",
-                                           "--timeout", "420", "--seed", "5", timeout=900)
+                                           "--timeout", "420", "--seed", "5", timeout=900,
+                                           cwd=private_checkout)
     assert totals == {"verified exactly once": "2", **CLEAN}, out
     assert longest < 3 * interval, out
     assert out.count("SIGKILL worker") >= 2  # the fault line and the per-fault line

@@ -12,9 +12,10 @@ prefetched message of a killed worker left a submission waiting half an hour).
 The reaper runs every --reaper-interval seconds (as beat runs it, never more often), with
 VERIFICATION_REAPER_INTERVAL_S and VERIFICATION_UNCLAIMED_AFTER_S (two intervals) set to match.
 
-The PostgreSQL cluster (initdb, own port, TCP on 127.0.0.1 only) and the Redis server (own
-port, append-only) are created under var/chaos-<pid>/ and removed afterwards: the shared
-servers are never restarted. Needs PostgreSQL's server binaries, redis-server and Docker.
+The PostgreSQL cluster (initdb, own port, TCP on 127.0.0.1 only) lives in a temporary
+directory the ``postgres`` user owns (so the soak runs from any checkout, even one under /root),
+the Redis server (own port, append-only) under var/chaos-<pid>/; both are removed afterwards
+and the shared servers are never restarted. A failing initdb or pg_ctl prints its own error. Needs PostgreSQL's server binaries, redis-server and Docker.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -62,20 +64,32 @@ def _pg_bin() -> Path:
 
 
 class ThrowawayPostgres:
-    """initdb + pg_ctl on a free port, TCP on 127.0.0.1 only, trust auth; removed on stop."""
+    """initdb + pg_ctl on a free port, TCP on 127.0.0.1 only, trust auth; removed on stop.
+
+    Its cluster lives in a fresh temporary directory (not under the checkout): run as root,
+    initdb runs as the ``postgres`` user, who may not be able to enter a checkout under
+    /root (issue 29)."""
 
     def __init__(self, root: Path):
-        self.root, self.port, self.bin = root / "pg", _free_port(), _pg_bin()
+        del root  # the cluster's own directory is a mkdtemp the postgres user owns
+        self.root: Path | None = None
+        self.port, self.bin = _free_port(), _pg_bin()
         self.as_postgres = os.geteuid() == 0  # initdb refuses to run as root
 
     def _run(self, *args: str) -> None:
         cmd = [str(a) for a in args]
         if self.as_postgres:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        except subprocess.CalledProcessError as exc:
+            out = (exc.stderr or b"").decode(errors="replace").strip() or (
+                exc.stdout or b"").decode(errors="replace").strip()
+            raise CommandError(f"{Path(cmd[cmd.index('--') + 1] if '--' in cmd else cmd[0]).name}"
+                               f" failed (exit {exc.returncode}): {out[-2000:]}") from exc
 
     def start(self) -> ThrowawayPostgres:
-        self.root.mkdir(parents=True)
+        self.root = Path(tempfile.mkdtemp(prefix="hab-chaos-pg-"))
         if self.as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
         self._run(self.bin / "initdb", "-D", self.root / "data", "-U", "postgres",
@@ -94,11 +108,14 @@ class ThrowawayPostgres:
         self.up()
 
     def stop(self) -> None:
+        if self.root is None:
+            return
         try:
             self._run(self.bin / "pg_ctl", "-D", self.root / "data", "-w", "-m", "immediate",
                       "stop")
-        except subprocess.CalledProcessError:
+        except CommandError:
             pass
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class ThrowawayRedis:
