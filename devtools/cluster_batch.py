@@ -78,7 +78,7 @@ class Batch:
         return outputs
 
     def _archives(self, n: int) -> list[bytes]:
-        from devtools.harbor_fixtures import build_job_dir
+        from devtools.harbor_fixtures import HarborJobBuilder
         from evaluation.models import BenchmarkVersion
 
         name, version = CLUSTER_BENCHMARK.split("@")
@@ -89,10 +89,10 @@ class Batch:
             archives = []
             for i in range(n):
                 root = Path(tmp) / f"job{i}"
-                build_job_dir(root, tasks, attempts=bv.attempts_per_task, agent="codex",
-                              model="openai/gpt-5.5", outputs=outputs,
-                              job_name=f"2026-12-05__10-00-{i:02d}",
-                              tasks_dir=self.c.root / "tasks")
+                HarborJobBuilder(tasks, attempts=bv.attempts_per_task, agent="codex",
+                                 model="openai/gpt-5.5", outputs=outputs,
+                                 job_name=f"2026-12-05__10-00-{i:02d}",
+                                 tasks_dir=self.c.root / "tasks").build(root)
                 archives.append(_targz(root))
         return archives
 

@@ -162,7 +162,9 @@ def resolve_site_agent(
                          version=harness_version), ""
     if name in runner.KNOWN_INSTALLED_AGENTS or slug in runner.KNOWN_INSTALLED_AGENTS:
         known = name if name in runner.KNOWN_INSTALLED_AGENTS else slug
-        return None, (runner.harness_problem(known, harness_version)
+        # Not configured here: the reason is the site's configuration, whatever this worker has
+        # built (a harness the site cannot bake, or a version it has no layer for, says so).
+        return None, (runner.harness_problem(known, harness_version, image=False)
                       or f"the site does not re-run {known} (VERIFICATION_HARBOR_AGENTS)")
     return None, (f"the site cannot run harness {slug!r} (configure VERIFICATION_COMMAND_AGENTS "
                   "or VERIFICATION_HARBOR_AGENTS)")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TOOLS = {"bench_load", "bench_runner", "bench_scale", "bench_ties", "bench_upload", "chaos_soak",
-         "simulate_stats"}
+TOOLS = {"bench_isolation", "bench_load", "bench_runner", "bench_scale", "bench_ties",
+         "bench_upload", "chaos_soak", "cluster", "reconstruction_spread", "simulate_stats"}
 
 
 def _commands(tmp_path: Path, **env: str) -> set[str]:

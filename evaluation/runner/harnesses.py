@@ -217,9 +217,10 @@ def harness_image_tag(harness: InstalledHarness) -> str:
     return f"{HARNESS_IMAGE_REPO}/{harness.name}:{h.hexdigest()[:24]}"
 
 
-def harness_problem(name: str, version: str = "") -> str:
+def harness_problem(name: str, version: str = "", *, image: bool = True) -> str:
     """Why the site cannot run this installed agent offline ("" when it can). With `version`
-    (the submission's harness version), a version the site has no layer for is named."""
+    (the submission's harness version), a version the site has no layer for is named; with
+    `image`, a layer not built on this worker too."""
     harness = installed_harness(name)
     if harness is None:
         return (f"{name} runs inside the task container and installs itself from the internet "
@@ -228,7 +229,7 @@ def harness_problem(name: str, version: str = "") -> str:
         return (f"harness version {version} not built ({name}: the site's layer is "
                 f"{harness.version})")
     tag = harness_image_tag(harness)
-    if not image_exists(tag):
+    if image and not image_exists(tag):
         return (f"the {name} harness image {tag} is not built on this worker "
                 f"(scripts/build-images --harness {name})")
     return ""

@@ -712,13 +712,15 @@ def _py311():
 
 
 def test_graders_package_has_no_django_import():
-    # Everything the verifier containers import: the dispatch, the kit, the category registry
-    # and each category's spec and grader.
+    # Everything the verifier containers import: the dispatch, the kit, the category registry,
+    # each category's spec and grader, and the X-ray judge's client (with its package file).
     categories = REPO / "evaluation" / "categories"
+    judge = REPO / "evaluation" / "judge"
     paths = [*(REPO / "evaluation" / "graders").glob("*.py"), REPO / "evaluation" / "grading.py",
+             judge / "__init__.py", judge / "client.py",
              *categories.glob("*.py"), *categories.glob("*/__init__.py"),
              *categories.glob("*/grader.py")]
-    assert len(paths) >= 3 + 1 + 2 + 7 + 7
+    assert len(paths) >= 2 + 1 + 2 + 2 + 7 + 7
     for path in paths:
         text = path.read_text()
         assert "import django" not in text and "from django" not in text, path

@@ -15,7 +15,7 @@ import yaml
 from django.core.management import call_command
 from django.test import Client
 
-from devtools.harbor_fixtures import build_job_dir, build_metadata
+from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 from devtools.s3_server import S3Server
 from submissions.models import DailyQuota, Submission
 from submissions.services import token_issue
@@ -62,7 +62,7 @@ def test_uploads_intake_and_verification_reads_go_to_the_s3_store(
 
     server, tasks = s3_site
     token = token_issue(user=owner)[1]
-    build_job_dir(tmp_path / "job", tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5").build(tmp_path / "job")
     pk = submission_id(_post(token, targz(tmp_path / "job"), uuid.uuid4().hex))
     sub = Submission.objects.get(pk=pk)
     assert server.keys(BUCKET, sub.archive) == [sub.archive]  # stored whole, in the bucket
@@ -87,7 +87,7 @@ def test_a_hung_s3_store_answers_503_and_keeps_nothing_then_the_retry_is_stored_
     the same upload (same Idempotency-Key) sent again once the store answers is stored whole."""
     server, tasks = s3_site
     token = token_issue(user=owner)[1]
-    build_job_dir(tmp_path / "job", tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5").build(tmp_path / "job")
     archive = targz(tmp_path / "job")
     before = set(server.keys(BUCKET))
     key = uuid.uuid4().hex
@@ -115,7 +115,7 @@ def test_the_upload_form_says_the_store_is_unavailable_and_keeps_nothing(
         s3_site, owner, tmp_path, client):
     """R16 on the Submit page: the same refusal as the API's, shown on the form (503)."""
     server, tasks = s3_site
-    build_job_dir(tmp_path / "job", tasks, attempts=3, agent="codex", model="openai/gpt-5.5")
+    HarborJobBuilder(tasks, agent="codex", model="openai/gpt-5.5").build(tmp_path / "job")
     archive = io.BytesIO(targz(tmp_path / "job"))
     archive.name = "run.tar.gz"
     client.force_login(owner)
