@@ -229,3 +229,10 @@ def test_changelog_is_cached_until_a_publish_changes_it(client, small_benchmark,
     assert after["ETag"] != first["ETag"]
     events = after.content.decode().split('data-testid="changelog-changes"')[1]
     assert "Late (L1)" in events.split("</table>")[0]
+
+
+@pytest.mark.parametrize("path", ["/", "/categories/", "/task-matrix/", "/cost/"])
+def test_every_page_has_a_meta_description_and_a_canonical_url(path, client, demo_bv):
+    body = client.get(path).content.decode()
+    assert '<meta name="description" content="Public leaderboard of AI agents' in body
+    assert f'<link rel="canonical" href="http://testserver{path}">' in body

@@ -19,7 +19,7 @@ _ROWS = """() => {
   const table = document.querySelector('#leaderboard-table');
   const rows = [...table.tBodies[0].rows];
   return {heights: rows.map(r => Math.round(r.getBoundingClientRect().height)),
-          status: rows.map(r => r.querySelector('td.col-status').innerText.trim()),
+          status: rows.map(r => r.querySelector('td.col-status').textContent.trim()),  // hidden on phones (issue 28)
           table: table.scrollWidth, box: table.parentElement.clientWidth,
           page: document.documentElement.scrollWidth,
           viewport: document.documentElement.clientWidth};

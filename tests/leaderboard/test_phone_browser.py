@@ -1,0 +1,58 @@
+"""Issue 28 at 390x844 (real browser, Debian's chromium): the leaderboard's first screen shows,
+for every agent, rank, tie group, agent, success with its interval and the verification level
+without scrolling the table sideways; the reconstructed-data notice is one line (its full text
+opens in place); no chart's plotted area is wider than its container."""
+
+import pytest
+from django.core.management import call_command
+
+from tests.leaderboard.test_browser import chromium
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHART_PAGES = ["/", "/categories/", "/imaging-vs-text/", "/harness-effect/", "/cost/"]
+
+_KEY_CELLS = """() => {
+  const box = document.querySelector('#leaderboard-table').parentElement.getBoundingClientRect();
+  const out = [];
+  for (const r of document.querySelector('#leaderboard-table').tBodies[0].rows) {
+    const cells = [r.cells[0], r.querySelector('.col-tie'), r.querySelector('th'),
+                   r.querySelector('.col-success .ci'), r.querySelector('.col-status [data-testid=badge]')];
+    out.push(cells.map(c => { const b = c.getBoundingClientRect();
+                              return b.width > 0 && b.left >= box.left && b.right <= box.right + 0.5; }));
+  }
+  return out;
+}"""
+
+_CHARTS = """() => [...document.querySelectorAll('div.chart')].map(c => {
+  const box = c.getBoundingClientRect();
+  const plots = [...c.querySelectorAll('.main-svg')].map(s => s.getBoundingClientRect());
+  return {box: [box.left, box.right], fits: plots.every(p => p.left >= box.left - 0.5 && p.right <= box.right + 0.5),
+          plots: plots.map(p => [p.left, p.right])};
+})"""
+
+
+def test_phone_shows_success_and_level_first_one_line_notice_and_charts_fit(live_server):
+    call_command("load_demo", verbosity=0)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        page.goto(live_server.url + "/")
+        rows = page.evaluate(_KEY_CELLS)
+        assert len(rows) == 10 and all(all(r) for r in rows), rows
+        notice = page.locator('[data-testid="reconstructed-notice"]')
+        assert notice.bounding_box()["height"] < 44, notice.bounding_box()
+        assert page.locator("h1").bounding_box()["y"] < 200
+        assert not notice.get_by_text("seeded random draws").is_visible()
+        notice.locator("summary").click()
+        assert notice.get_by_text("seeded random draws").is_visible()
+        assert notice.get_by_role("link", name="How the reconstruction works").get_attribute(
+            "href") == "/methods/#reconstruction"
+        clipped = {}
+        for path in CHART_PAGES:
+            page.goto(live_server.url + path)
+            page.wait_for_selector("div.chart .main-svg")
+            charts = page.evaluate(_CHARTS)
+            if not all(c["fits"] for c in charts):
+                clipped[path] = charts
+        page.close()
+    assert clipped == {}
