@@ -14,6 +14,9 @@ from tests.leaderboard.test_browser import chromium
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 MAX_ROW_PX = 90  # four lines of the status sentence plus its badge; was 138-159
+# At 390 px a reconstructed row also carries its tie-group shares and its interval envelope
+# (issue 26) in the narrow first columns that stay on screen (issue 28): six short lines.
+MAX_ROW_PX_PHONE = 110
 
 _ROWS = """() => {
   const table = document.querySelector('#leaderboard-table');
@@ -38,7 +41,8 @@ def test_leaderboard_rows_fit_in_a_few_lines_at_both_viewports(live_server):
     for name, m in measured.items():
         assert len(m["heights"]) == 10, m
         assert all("not checked by the site" in s for s in m["status"]), m["status"]
-        assert max(m["heights"]) <= MAX_ROW_PX, (name, m["heights"])
+        limit = MAX_ROW_PX_PHONE if name == "mobile" else MAX_ROW_PX
+        assert max(m["heights"]) <= limit, (name, m["heights"])
         assert m["page"] <= m["viewport"], (name, m)  # the table scrolls in its box, not the page
     desktop = measured["desktop"]
     assert desktop["table"] <= desktop["box"], desktop  # no sideways scrolling at 1440 px
