@@ -43,12 +43,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from pydantic import ValidationError
-
 from evaluation.graders import JUDGE_CATEGORIES
-from evaluation.grading import GradingInputError, load_json
 from evaluation.task_specs import load_task_package
 from submissions import pricing
+from submissions.atif_check import validate_trajectory
 from submissions.harbor import find_output, find_overrides, number_attempts, parse_tree
 from submissions.harbor_models import INFRA_ERROR, PASSED, AgentSpec, ParsedTrial, ParsedTree
 from submissions.metadata import (
@@ -62,10 +60,7 @@ from submissions.problems import Problem
 __all__ = ["BenchmarkSpec", "Problem", "ValidationReport", "spec_from_packages",
            "validate_submission", "validate_trajectory"]
 
-MAX_TRAJECTORY_BYTES = 25 * 1024 * 1024  # parsed whole: keep the peak memory bounded
 DEFAULT_OUTPUT = "/workspace/submission.json"
-ATIF_VERSION_RE = re.compile(r"^ATIF-v1\.(\d+)$")
-ATIF_MAX_MINOR = 8
 
 
 @dataclass
@@ -181,40 +176,6 @@ def spec_from_packages(paths, *, slug: str, attempts_per_task: int,
             checksums[package.name] = frozenset({harbor_task_checksum(package.root)})
     return BenchmarkSpec(slug=slug, attempts_per_task=attempts_per_task, tasks=tasks,
                          checksums=checksums, outputs=outputs)
-
-
-# ------------------------------------------------------------------ trajectories
-
-
-def validate_trajectory(path: Path, *, label: str) -> list[str]:
-    """Problems of one ATIF trajectory file (empty = valid), checked with the ``atif`` models
-    plus the version rules of section 3 (``ATIF-v1.0``..``v1.8``; ``session_id`` required
-    before v1.7)."""
-    from atif import Trajectory
-
-    try:
-        doc = load_json(path, label=label, max_bytes=MAX_TRAJECTORY_BYTES)
-    except GradingInputError as exc:
-        return [str(exc)]
-    if not isinstance(doc, dict):
-        return ["an ATIF trajectory must be a JSON object"]
-    problems = []
-    version = doc.get("schema_version")
-    match = ATIF_VERSION_RE.match(version) if isinstance(version, str) else None
-    if not match or int(match.group(1)) > ATIF_MAX_MINOR:
-        problems.append(f"schema_version {str(version)[:40]!r} is not ATIF-v1.0 .. "
-                        f"ATIF-v1.{ATIF_MAX_MINOR}")
-    elif int(match.group(1)) < 7 and not doc.get("session_id"):
-        problems.append(f"session_id is required by {version}")
-    try:
-        Trajectory.model_validate(doc)
-    except ValidationError as exc:
-        for err in exc.errors()[:5]:
-            loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-            problems.append(f"{loc}: {err['msg']}")
-    except RecursionError:
-        problems.append("nesting is too deep")
-    return problems
 
 
 # ------------------------------------------------------------------ the validation
