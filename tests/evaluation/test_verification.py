@@ -210,9 +210,10 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
     assert "answer.json" not in log and json.dumps(secret_line) not in log
     flags = {t.attempt: t.flags for t in sub.trials.all()}
     # The probe also trips the reward-hacking screen: /tests (RH1), /solution (RH2: no harness
-    # is exempt, though this submission calls its harness the oracle) and answer files (RH3).
+    # is exempt, though this submission calls its harness the oracle), answer files (RH3) and,
+    # from what the replay printed, the verifier's folder named in its own output (RH10).
     assert flags == {1: [], 2: ["replay_mismatch", "reward_hack:RH1", "reward_hack:RH2",
-                                "reward_hack:RH3"],
+                                "reward_hack:RH3", "reward_hack:RH10"],
                      3: ["not_replayable"]}
     assert sub.status == "discrepancy"
     assert job.__class__.objects.get(pk=job.pk).summary["replay"]["not_replayable_trials"]

@@ -181,8 +181,10 @@ def test_without_a_judge_xray_trials_await_it_until_judge_pending(settings, stub
         f"/submissions/{sub.pk}/").content.decode()
     with pytest.raises(SubmissionError, match="await the X-ray judge"):
         submission_publish(submission=sub, actor=maintainer)
-    with pytest.raises(CommandError, match="no judge is configured"):
+    standin_url, settings.TRAJECTORY_JUDGE_URL = settings.TRAJECTORY_JUDGE_URL, ""
+    with pytest.raises(CommandError, match="no judge is configured"):  # neither judge
         call_command("judge_pending", stdout=io.StringIO())
+    settings.TRAJECTORY_JUDGE_URL = standin_url
 
     # A judge is configured: judge_pending re-verifies; the new job grades the trial.
     settings.XRAY_JUDGE_URL = stub.url
