@@ -163,8 +163,10 @@ def run_agent(
                 written = _written_since(run, epoch, list(copy_in))
         trace = ""
         if trace_path and not result.container_died:
-            raw = run.read_file(trace_path, max_bytes=MAX_TRACE_BYTES)
-            trace = (raw or b"")[-MAX_TRACE_BYTES:].decode("utf-8", "replace")
+            # Read by exec: the trace is on the /tmp tmpfs, which the archive API does not see.
+            res = run.exec(["tail", "-c", str(MAX_TRACE_BYTES), trace_path], timeout_s=60,
+                           workdir="/")
+            trace = res.text if res.exit_code == 0 else ""
         collected, missing, error = [], [], None
         if not result.timed_out and not result.container_died:
             try:
