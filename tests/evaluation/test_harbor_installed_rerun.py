@@ -331,14 +331,20 @@ def _probe_pair(c, tasks, job) -> dict:
 def test_unbaked_installed_agents_say_why(settings):
     from evaluation import agents
 
-    settings.VERIFICATION_HARBOR_AGENTS = {"terminus-2": ["2.0.0"], "claude-code": []}
+    settings.VERIFICATION_HARBOR_AGENTS = {"terminus-2": ["2.0.0"], "openhands": []}
+    agent, why = agents.resolve_site_agent(
+        "openhands", harness_version="1.0.0",
+        agent_settings={"harbor_agent": "openhands", "model_name": "anthropic/claude"})
+    assert agent is None
+    assert why.startswith("openhands runs inside the task container and installs itself")
+    agent, why = agents.resolve_site_agent("aider", harness_version="0.50.0")
+    assert agent is None and "installs itself from the internet" in why
+    # A baked CLI at a version the site has no layer for says which one it has (issue 23).
+    settings.VERIFICATION_HARBOR_AGENTS = {"claude-code": []}
     agent, why = agents.resolve_site_agent(
         "claude-code", harness_version="2.1.0",
         agent_settings={"harbor_agent": "claude-code", "model_name": "anthropic/claude"})
-    assert agent is None
-    assert why.startswith("claude-code runs inside the task container and installs itself")
-    agent, why = agents.resolve_site_agent("codex", harness_version="0.50.0")
-    assert agent is None and "installs itself from the internet" in why
+    assert agent is None and why.startswith("harness version 2.1.0 not built (claude-code")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -109,9 +109,11 @@ def test_r2_duplicate_delivery_is_a_noop(oracle):
     assert verification_run(job_id=job.pk) == "final"
     sub.refresh_from_db()
     assert sub.status == "consistent"
-    # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
+    # One re-grade, one reward-hacking screen and one trajectory judgement of the pass (issues
+    # 14 and 23), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
-                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1),
+                                                     ("traj_judge", 1)]
     assert verification_run(job_id=10**9) == "missing"
 
 
@@ -210,9 +212,11 @@ def test_r8_failed_status_write_never_reports_success(oracle, monkeypatch):
     assert verification.verification_run(job_id=job.pk) == "done"  # the retry
     sub.refresh_from_db()
     assert sub.status == "consistent"
-    # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
+    # One re-grade, one reward-hacking screen and one trajectory judgement of the pass (issues
+    # 14 and 23), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
-                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1),
+                                                     ("traj_judge", 1)]
 
 
 # -- R9: stuck-job watchdog ----------------------------------------------------------------------
@@ -271,9 +275,11 @@ def test_r5_broker_down_at_submit_loses_nothing(oracle, on_worker):
     assert verification_publish(job_id=job.pk)  # and a duplicate message (R2 on a real worker)
     sub = _final(sub, on_worker)
     assert sub.status == "consistent"
-    # One re-grade and one reward-hacking screen of the pass (issue 14), each executed once.
+    # One re-grade, one reward-hacking screen and one trajectory judgement of the pass (issues
+    # 14 and 23), each executed once.
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
-                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1),
+                                                     ("traj_judge", 1)]
 
 
 # -- R6: broker restart without persistence ------------------------------------------------------
@@ -471,7 +477,8 @@ def test_r15_prefetched_message_of_a_killed_worker_is_published_again(oracle, me
     j = VerificationJob.objects.get(pk=job.pk)
     assert (j.status, j.attempt) == ("done", 1)  # claimed once
     assert list(TrialCheck.objects.filter(job=job).order_by("kind")
-                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1)]
+                .values_list("kind", "executions")) == [("regrade", 1), ("screen", 1),
+                                                     ("traj_judge", 1)]
 
 
 def test_r15_no_prefetch_of_verification_jobs_on_redis():
