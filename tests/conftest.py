@@ -6,6 +6,8 @@ The Docker gate (tests/docker_gate.py) is registered here, once for every test d
 import sys
 from pathlib import Path
 
+import pytest
+
 _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:  # `tests.docker_gate` below, whatever the import mode
     sys.path.insert(0, str(_REPO))
@@ -13,3 +15,22 @@ if str(_REPO) not in sys.path:  # `tests.docker_gate` below, whatever the import
 pytest_plugins = ["tests.docker_gate"]
 
 TEST_OUTPUT = _REPO / "test-output"
+
+
+@pytest.fixture(autouse=True)
+def trajectory_judge(request):
+    """The session's stand-in trajectory judge (tests/evaluation/trajectory_judge_standin.py,
+    clean unless scripted) configured for every test: a site without one keeps its passes
+    "awaiting trajectory judge". Tests of that state set TRAJECTORY_JUDGE_URL to ""."""
+    from tests.evaluation.trajectory_judge_standin import MODEL, session_standin
+
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield None
+        return
+    settings = request.getfixturevalue("settings")
+    standin = session_standin()
+    standin.reset()
+    settings.TRAJECTORY_JUDGE_URL = standin.url
+    settings.TRAJECTORY_JUDGE_MODEL = MODEL
+    yield standin
+    standin.reset()

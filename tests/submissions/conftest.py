@@ -59,21 +59,3 @@ def owned_submission(owner, tmp_path, settings):
                          trajectory_path="job/t1/agent/trajectory.json")
     return sub
 
-
-@pytest.fixture(autouse=True)
-def trajectory_judge(request):
-    """The session's stand-in trajectory judge (tests/evaluation/trajectory_judge_standin.py,
-    clean unless scripted) configured for every test: a site without one keeps its passes
-    "awaiting trajectory judge". Tests of that state set TRAJECTORY_JUDGE_URL to ""."""
-    from tests.evaluation.trajectory_judge_standin import MODEL, session_standin
-
-    if not request.config.pluginmanager.hasplugin("django"):
-        yield None
-        return
-    settings = request.getfixturevalue("settings")
-    standin = session_standin()
-    standin.reset()
-    settings.TRAJECTORY_JUDGE_URL = standin.url
-    settings.TRAJECTORY_JUDGE_MODEL = MODEL
-    yield standin
-    standin.reset()
