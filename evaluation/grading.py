@@ -224,6 +224,18 @@ def load_json(path, *, label=None, max_bytes=MAX_JSON_BYTES):
     return parse_json_text(text, label=label)
 
 
+def load_object(path, *, where, required=()):
+    """Read `path` as a JSON object holding the `required` keys; return (label, object).
+
+    The one loading step of the graders: every error message names the file by `label`, and
+    the grader keeps that label for the messages of its own checks, e.g.
+        label, answer = load_object(answer_path, where="the answer", required=("grid",))
+    """
+    label = str(path)
+    return label, expect_object(load_json(path, label=label), label=label, where=where,
+                                required=required)
+
+
 # ---------------------------------------------------------------- shape checks
 
 

@@ -15,11 +15,13 @@ Decisions:
 - An answer with no eligible trials is a GradingInputError (recall would be undefined).
 """
 
-from evaluation.grading import GradeResult, GradingInputError, expect_list, expect_object, expect_str, load_json, ratio
+from evaluation.grading import GradeResult, GradingInputError, expect_list, expect_str, load_object, ratio
 
 # Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
 # maintainers then re-score published submissions: `manage.py rescore --category`).
-VERSION = 1
+# 2: reads its files through the graders' one loading step (evaluation/grading.py
+#    load_object, issue 24) and the shared kit gained it; grades unchanged.
+VERSION = 2
 
 K = 50
 MAX_RANKED = 100_000
@@ -63,13 +65,8 @@ def score(eligible, ranked, *, all_trials=None, label="submission"):
 
 
 def grade(answer_path, submission_path, **options):
-    answer_label, submission_label = str(answer_path), str(submission_path)
-    answer = expect_object(
-        load_json(answer_path, label=answer_label),
-        label=answer_label,
-        where="the answer",
-        required=("eligible_trials",),
-    )
+    answer_label, answer = load_object(
+        answer_path, where="the answer", required=("eligible_trials",))
     eligible = _ids(answer["eligible_trials"], label=answer_label, key="eligible_trials")
     if not eligible:
         raise GradingInputError(f"{answer_label}: the answer has no eligible trials (recall undefined)")
@@ -78,12 +75,8 @@ def grade(answer_path, submission_path, **options):
         all_trials = set(_ids(answer["all_trials"], label=answer_label, key="all_trials"))
         if not set(eligible) <= all_trials:
             raise GradingInputError(f'{answer_label}: eligible trials missing from "all_trials"')
-    submission = expect_object(
-        load_json(submission_path, label=submission_label),
-        label=submission_label,
-        where="the submission",
-        required=("ranked_trials",),
-    )
+    submission_label, submission = load_object(
+        submission_path, where="the submission", required=("ranked_trials",))
     ranked = _ids(submission["ranked_trials"], label=submission_label, key="ranked_trials")
     if len(ranked) > MAX_RANKED:
         raise GradingInputError(f"{submission_label}: more than {MAX_RANKED} ranked trials")

@@ -26,14 +26,16 @@ from evaluation.grading import (
     expect_list,
     expect_object,
     expect_str,
-    load_json,
+    load_object,
     ratio,
     short,
 )
 
 # Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
 # maintainers then re-score published submissions: `manage.py rescore --category`).
-VERSION = 1
+# 2: reads its files through the graders' one loading step (evaluation/grading.py
+#    load_object, issue 24) and the shared kit gained it; grades unchanged.
+VERSION = 2
 
 
 
@@ -76,13 +78,7 @@ def score(gold, flagged, *, tables=None, label="submission"):
 
 
 def grade(answer_path, submission_path, **options):
-    answer_label, submission_label = str(answer_path), str(submission_path)
-    answer = expect_object(
-        load_json(answer_path, label=answer_label),
-        label=answer_label,
-        where="the answer",
-        required=("error_rows",),
-    )
+    answer_label, answer = load_object(answer_path, where="the answer", required=("error_rows",))
     gold = _rows(answer["error_rows"], label=answer_label, key="error_rows")
     if not gold:
         raise GradingInputError(f"{answer_label}: the answer has no error rows (recall undefined)")
@@ -98,11 +94,7 @@ def grade(answer_path, submission_path, **options):
                 f'{answer_label}: error rows of table(s) missing from "tables": '
                 + ", ".join(short(t) for t in stray[:5])
             )
-    submission = expect_object(
-        load_json(submission_path, label=submission_label),
-        label=submission_label,
-        where="the submission",
-        required=("flagged_rows",),
-    )
+    submission_label, submission = load_object(
+        submission_path, where="the submission", required=("flagged_rows",))
     flagged = _rows(submission["flagged_rows"], label=submission_label, key="flagged_rows")
     return score(gold, flagged, tables=tables, label=submission_label)

@@ -29,13 +29,15 @@ from evaluation.grading import (
     expect_int,
     expect_number,
     expect_object,
-    load_json,
+    load_object,
     short,
 )
 
 # Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
 # maintainers then re-score published submissions: `manage.py rescore --category`).
-VERSION = 1
+# 2: reads its files through the graders' one loading step (evaluation/grading.py
+#    load_object, issue 24) and the shared kit gained it; grades unchanged.
+VERSION = 2
 
 BASELINE_SLACK = Fraction(1, 10**12)
 MAX_PATIENTS = 5_000_000
@@ -100,13 +102,8 @@ def score(labels, predictions, baseline):
 
 
 def grade(answer_path, submission_path, **options):
-    answer_label, submission_label = str(answer_path), str(submission_path)
-    answer = expect_object(
-        load_json(answer_path, label=answer_label),
-        label=answer_label,
-        where="the answer",
-        required=("labels", "baseline_auroc"),
-    )
+    answer_label, answer = load_object(
+        answer_path, where="the answer", required=("labels", "baseline_auroc"))
     raw_labels = expect_object(answer["labels"], label=answer_label, where='"labels"')
     if len(raw_labels) > MAX_PATIENTS:
         raise GradingInputError(f"{answer_label}: more than {MAX_PATIENTS} patients")
@@ -123,12 +120,8 @@ def grade(answer_path, submission_path, **options):
     if not 0 <= baseline <= 1:
         raise GradingInputError(f'{answer_label}: "baseline_auroc" must be between 0 and 1')
 
-    submission = expect_object(
-        load_json(submission_path, label=submission_label),
-        label=submission_label,
-        where="the submission",
-        required=("predictions",),
-    )
+    submission_label, submission = load_object(
+        submission_path, where="the submission", required=("predictions",))
     raw_predictions = expect_object(submission["predictions"], label=submission_label, where='"predictions"')
     predictions = {
         pid: float(expect_number(v, label=submission_label, where=f"the score of patient {short(pid)}"))

@@ -25,13 +25,15 @@ from evaluation.grading import (
     expect_int,
     expect_list,
     expect_object,
-    load_json,
+    load_object,
     ratio,
 )
 
 # Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
 # maintainers then re-score published submissions: `manage.py rescore --category`).
-VERSION = 1
+# 2: reads its files through the graders' one loading step (evaluation/grading.py
+#    load_object, issue 24) and the shared kit gained it; grades unchanged.
+VERSION = 2
 
 F1_THRESHOLD = Fraction(9, 10)
 MAX_GRID_TILES = 10_000_000
@@ -89,13 +91,8 @@ def score(gold, predicted, *, grid=None):
 
 
 def grade(answer_path, submission_path, **options):
-    answer_label, submission_label = str(answer_path), str(submission_path)
-    answer = expect_object(
-        load_json(answer_path, label=answer_label),
-        label=answer_label,
-        where="the answer",
-        required=("grid", "tumor_tiles"),
-    )
+    answer_label, answer = load_object(
+        answer_path, where="the answer", required=("grid", "tumor_tiles"))
     grid = expect_object(answer["grid"], label=answer_label, where='"grid"', required=("rows", "cols"))
     rows = expect_int(grid["rows"], label=answer_label, where='"grid.rows"', minimum=1)
     cols = expect_int(grid["cols"], label=answer_label, where='"grid.cols"', minimum=1)
@@ -103,12 +100,8 @@ def grade(answer_path, submission_path, **options):
         raise GradingInputError(f"{answer_label}: the grid has more than {MAX_GRID_TILES} tiles")
     gold = _tiles(answer["tumor_tiles"], label=answer_label, where='"tumor_tiles"', rows=rows, cols=cols)
 
-    submission = expect_object(
-        load_json(submission_path, label=submission_label),
-        label=submission_label,
-        where="the submission",
-        required=("tumor_tiles",),
-    )
+    submission_label, submission = load_object(
+        submission_path, where="the submission", required=("tumor_tiles",))
     predicted = _tiles(
         submission["tumor_tiles"], label=submission_label, where='"tumor_tiles"', rows=rows,
         cols=cols, outside_ok=True,

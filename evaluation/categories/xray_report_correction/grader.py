@@ -23,14 +23,16 @@ from evaluation.grading import (
     expect_list,
     expect_object,
     expect_str,
-    load_json,
+    load_object,
 )
 from . import PASS_VOTES, VOTES
 
 # Bump with any change that can change a grade (tests/evaluation/test_grader_versions.py;
 # maintainers then re-score published submissions: `manage.py rescore --category`).
 # 2: the judge client's reply/vote split for the judgement cache (30d5328); grades unchanged.
-VERSION = 2
+# 3: reads its files through the graders' one loading step (evaluation/grading.py
+#    load_object, issue 24) and the shared kit gained it; grades unchanged.
+VERSION = 3
 
 MAX_FINDINGS_CHARS = 20_000
 
@@ -59,24 +61,15 @@ def decide(votes):
 
 
 def grade(answer_path, submission_path, judge=None, **options):
-    answer_label, submission_label = str(answer_path), str(submission_path)
-    answer = expect_object(
-        load_json(answer_path, label=answer_label),
-        label=answer_label,
-        where="the answer",
-        required=("reference_findings", "injected_errors"),
-    )
+    answer_label, answer = load_object(
+        answer_path, where="the answer", required=("reference_findings", "injected_errors"))
     reference = expect_str(
         answer["reference_findings"], label=answer_label, where='"reference_findings"',
         max_chars=MAX_FINDINGS_CHARS,
     )
     injected = _injected(answer["injected_errors"], label=answer_label)
-    submission = expect_object(
-        load_json(submission_path, label=submission_label),
-        label=submission_label,
-        where="the submission",
-        required=("findings",),
-    )
+    submission_label, submission = load_object(
+        submission_path, where="the submission", required=("findings",))
     findings = expect_str(
         submission["findings"], label=submission_label, where='"findings"',
         max_chars=MAX_FINDINGS_CHARS, allow_empty=True,
