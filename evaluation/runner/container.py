@@ -402,7 +402,10 @@ class ContainerRun:
             while True:
                 with _infra(f"inspecting exec in {self.name}"):
                     info = api.exec_inspect(exec_id)
-                if not info.get("Running"):
+                # Finished: not running and an exit code. The daemon answers the exec's
+                # start (the hijacked stream) before it starts the process, so an exec
+                # inspected at once can be "not running" with no exit code yet: not done.
+                if not info.get("Running") and info.get("ExitCode") is not None:
                     break
                 now = time.time()
                 if now - started > timeout_s:

@@ -54,7 +54,12 @@ MAX_WRITTEN_LISTED = 2000
 
 def _epoch(run: ContainerRun) -> str:
     res = run.exec(["date", "+%s"], timeout_s=30, workdir="/")
-    return res.text.strip() if res.exit_code == 0 else ""
+    epoch = res.text.strip() if res.exit_code == 0 else ""
+    if not epoch.isdigit():
+        log.warning("%s: the container's clock could not be read (exit %s, output %r): the "
+                    "files the command writes will not be listed", run.name, res.exit_code,
+                    res.text[:200])
+    return epoch
 
 
 MAX_TRACE_BYTES = 1024 * 1024  # of a replay's shell trace (the end is kept)
@@ -69,6 +74,9 @@ def _written_since(run: ContainerRun, epoch: str, skip: list[str]) -> list[str]:
     places = [p for p in WRITABLE_PLACES if p not in skip]
     res = run.exec(["find", *places, "(", "-type", "f", "-o", "-type", "l", ")",
                     "-newermt", f"@{int(epoch) - 1}", "-print"], timeout_s=120, workdir="/")
+    if res.exit_code != 0 and not res.text.strip():
+        log.warning("%s: listing the files written failed (exit %s, timed out %s)", run.name,
+                    res.exit_code, res.timed_out)
     paths = sorted({line for line in res.text.splitlines()
                     if line.startswith("/") and not any(
                         line == s or line.startswith(s.rstrip("/") + "/") for s in skip)
