@@ -16,7 +16,9 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.exceptions import NotFound
 from rest_framework.negotiation import DefaultContentNegotiation
+from django.urls import reverse
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 # Text parameters: any string without a NUL character (a database refuses those).
@@ -124,6 +126,32 @@ def query_params(serializer_class: type[serializers.Serializer], request: Reques
     if not serializer.is_valid():
         raise QueryRefused({k: [str(m) for m in v] for k, v in serializer.errors.items()})
     return serializer.validated_data
+
+
+# What /api/v1/ lists: each read operation's collection, the schema and its documentation.
+API_ROOT = {
+    "benchmarks": "api-benchmarks",
+    "leaderboard": "api-leaderboard",
+    "categories": "api-categories",
+    "groups": "api-groups",
+    "harness_families": "api-harness-families",
+    "trials": "api-trials",
+    "submissions": "api-submissions",
+    "schema": "api-schema",
+    "docs": "api-docs",
+}
+
+
+class ApiRoot(ApiView):
+    """/api/v1/: where each collection, the OpenAPI schema and its documentation are (absolute
+    URLs), so a client that starts at the root finds the rest. Not an operation of the schema
+    (the schema is the full description)."""
+
+    schema = None
+
+    def get(self, request: Request, *args, **kwargs):
+        return Response({key: request.build_absolute_uri(reverse(name))
+                         for key, name in API_ROOT.items()})
 
 
 class NotFoundApi(ApiView):

@@ -169,6 +169,22 @@ def test_api_urls_nothing_answers_are_json_404s(client, db):
     assert client.get("/api/v1/trials").status_code == 301  # APPEND_SLASH still redirects
 
 
+def test_the_api_root_lists_every_collection_and_each_answers(client, demo_bv):
+    """A client starting at /api/v1/ finds each collection, the schema and its docs, as
+    absolute URLs, and every one of them answers (the submissions collection is a signed-in
+    submitter's: it asks for a token)."""
+    root = client.get("/api/v1/")
+    assert root.status_code == 200 and root["Content-Type"] == "application/json"
+    links = root.json()
+    assert set(links) == {"benchmarks", "leaderboard", "categories", "groups",
+                          "harness_families", "trials", "submissions", "schema", "docs"}
+    assert links["trials"] == "http://testserver/api/v1/trials/"
+    answers = {key: client.get(url.removeprefix("http://testserver")).status_code
+               for key, url in links.items()}
+    assert answers.pop("submissions") in (401, 403)
+    assert set(answers.values()) == {200}, answers
+
+
 def test_the_schema_states_the_enforced_bounds_enums_and_answers(client, db):
     schema = client.get("/api/schema/?format=json").json()
     leaderboard = schema["paths"]["/api/v1/leaderboard/"]["get"]
