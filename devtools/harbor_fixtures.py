@@ -242,7 +242,7 @@ class HarborJobBuilder:
     ``{"environment.override_memory_mb": 8192, "timeout_multiplier": 2.0}``.
     ``outputs``: task -> bytes of the output file, or {relative name: bytes} for a directory
     output (``output_paths`` task -> container path, trailing ``/`` = directory).
-    ``rewards``: task -> per-attempt rewards (default 1.0). ``exceptions``: (task, attempt) ->
+    ``rewards``: task -> per-attempt rewards (default 1.0; None: no reward file). ``exceptions``: (task, attempt) ->
     Harbor exception type recorded in exception_info. ``exclude_defaults``: write 0.2x trial
     config.json as Harbor 0.20 did (only non-default keys); 0.25/0.26 write full dumps.
     ``trajectories``: task -> the ATIF document every attempt of it records.
@@ -415,15 +415,19 @@ class HarborJobBuilder:
             self._exceptions.setdefault(exc_type, []).append(trial_name)
             (trial_dir / "exception.txt").write_text(
                 f"Traceback (most recent call last):\n  ...\n{exc_type}: trial failed\n")
-        self._rewards.setdefault(str(float(reward)), []).append(trial_name)
+        if reward is not None:
+            self._rewards.setdefault(str(float(reward)), []).append(trial_name)
         (trial_dir / "trial.log").write_text(
             f"{_ts(phases.start, False)} INFO Starting trial {trial_name}\n"
             f"{_ts(phases.agent_exec[0], False)} INFO Running agent {self.agent}\n"
             f"{_ts(phases.verify[0], False)} INFO Running verifier\n"
             f"{_ts(phases.finish, False)} INFO Trial {trial_name} finished (reward {reward})\n")
         self._write_agent_dir(trial_dir, name, attempt)
-        write_json(trial_dir / "verifier" / "reward.json", {"reward": reward}, indent=2)
+        (trial_dir / "verifier").mkdir(parents=True, exist_ok=True)
+        if reward is not None:
+            write_json(trial_dir / "verifier" / "reward.json", {"reward": reward}, indent=2)
         (trial_dir / "verifier" / "test-stdout.txt").write_text(
+            '{"passed": false, "error": "no reward"}\n' if reward is None else
             f'{{"passed": {"true" if reward >= 1 else "false"}, "metrics": {{}}}}\n')
         self._write_artifacts(trial_dir, name)
         return trial_dir
@@ -493,7 +497,8 @@ class HarborJobBuilder:
                              "n_output_tokens": out_tok, "cost_usd": self.cost_usd,
                              "rollout_details": None, "metadata": None,
                              **({"model_usage": None} if modern else {})},
-            "verifier_result": {"rewards": {"reward": reward}},
+            # No reward (None): the verifier wrote no reward file, as Harbor records it.
+            "verifier_result": None if reward is None else {"rewards": {"reward": reward}},
             **({"verifier_environment_mode": "shared"} if modern else {}),
             "exception_info": None if not exc_type else {
                 "exception_type": exc_type,

@@ -10,6 +10,11 @@ FLAG_REWARD_HACK = "reward_hack"
 # the site (its level stays "claimed"), shown as "awaiting judge" until `manage.py
 # judge_pending` or the next verification re-grades it.
 FLAG_AWAITING_JUDGE = "awaiting_judge"
+# A trial of a task graded by the X-ray LLM judge whose verifier, on the submitter's machine, had
+# no judge to ask and recorded no grade: no claim to check and no infrastructure error to
+# confirm; the site's own re-grade (with the site's judge) alone decides it. The submitter
+# needs no judge of their own (Submit page).
+FLAG_NO_CLAIMED_GRADE = "no_claimed_grade"
 # A trial whose trajectory the site could not replay (unknown tools, sub-agents): shown with
 # the trial, but a replay that could not be tried contradicts nothing.
 FLAG_NOT_REPLAYABLE = "not_replayable"
@@ -24,7 +29,7 @@ TRAJECTORY_JUDGE_HIT = "TJ"
 # Flags that state what the site could not (yet) check. Every other flag (a re-grade or replay
 # mismatch, a reward-hacking rule, an unconfirmed infrastructure error) is a finding against
 # the claim, and only those make a trial "flagged" in the counts (methods page).
-STATE_FLAGS = frozenset({FLAG_NOT_REPLAYABLE, FLAG_AWAITING_JUDGE,
+STATE_FLAGS = frozenset({FLAG_NOT_REPLAYABLE, FLAG_AWAITING_JUDGE, FLAG_NO_CLAIMED_GRADE,
                          FLAG_AWAITING_TRAJECTORY_JUDGE, FLAG_TRAJECTORY_SUSPICIOUS})
 
 

@@ -60,6 +60,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from evaluation.graders import JUDGE_CATEGORIES
 from evaluation.grading import GradingInputError, load_json
 from submissions.harbor_models import (
     AGENT_ERROR,
@@ -208,6 +209,21 @@ def outcome_for(exception_type: str | None, reward: float | None) -> str:
     if reward is None:
         return INFRA_ERROR
     return PASSED if reward >= 1 else FAILED
+
+
+# The verifier ran and wrote no reward file (the site's test.sh writes none exactly when its
+# grader could not grade: for a judged task, when no judge answered).
+NO_REWARD_FILE_EXCEPTIONS = frozenset({"RewardFileNotFoundError", "RewardFileEmptyError"})
+
+
+def site_grades_alone(category: str | None, exception_type: str | None,
+                      reward: float | None) -> bool:
+    """A trial of a judged category (the X-ray LLM judge) whose verifier recorded no grade and
+    nothing else went wrong: the submitter's machine had no judge to ask, which it does not
+    need. Not an infrastructure error: the site's re-grade, with the site's judge, decides it
+    (flag ``no_claimed_grade``)."""
+    return (category in JUDGE_CATEGORIES and reward is None
+            and (exception_type is None or exception_type in NO_REWARD_FILE_EXCEPTIONS))
 
 
 def find_overrides(config: dict, *, prefix: str = "") -> dict[str, Any]:

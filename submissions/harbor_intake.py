@@ -15,6 +15,8 @@ from django.conf import settings
 from evaluation.agents import SITE_AGENTS, is_site_agent
 from evaluation.models import BenchmarkVersion
 from evaluation.task_specs import load_task_package
+from submissions.flags import FLAG_NO_CLAIMED_GRADE
+from submissions.harbor import site_grades_alone
 from submissions.metadata import MetadataError, find_metadata_file, parse_metadata
 from submissions.models import FLAG_INFRA_UNCONFIRMED, Outcome, site_outcome
 from submissions.problems import Problem
@@ -136,7 +138,7 @@ def check_upload(*, tree: Path, metadata_text: str, uploader_is_staff: bool = Fa
         Problem("secret_redacted", f["file"], f"line {f['line']}: a {f['kind']} was redacted")
         for f in out.secret_findings)
     _fill_agent(out, meta, report, bv)
-    tasks = {t.name: t for t in bv.tasks.all()}
+    tasks = {t.name: t for t in bv.tasks.select_related("category")}
     for t in report.trials:
         out.trials.append(_trial_row(t, tasks[t.spec_task]))
         if t.cost_computed:
@@ -217,6 +219,16 @@ def _fill_agent(out: CheckedUpload, meta, report, bv) -> None:
     }
 
 
+def _claim_flags(t, benchmark_task) -> list[str]:
+    """A claimed infrastructure error waits for the site's confirmation; a judged trial whose
+    verifier had no judge claims no grade at all (the site's re-grade decides it)."""
+    if t.outcome != Outcome.INFRA_ERROR:
+        return []
+    if site_grades_alone(benchmark_task.category.slug, t.exception_type, t.reward):
+        return [FLAG_NO_CLAIMED_GRADE]
+    return [FLAG_INFRA_UNCONFIRMED]
+
+
 def _trial_row(t, benchmark_task) -> dict:
     soft = {k: v for k, v in (t.rewards or {}).items() if k != "reward"}
     return {
@@ -227,7 +239,7 @@ def _trial_row(t, benchmark_task) -> dict:
         # confirms it; verification updates it (submissions.services.trial_check_record).
         "outcome": site_outcome(claimed=t.outcome, verified_reward=None),
         "success": site_outcome(claimed=t.outcome, verified_reward=None) == Outcome.PASSED,
-        "flags": [FLAG_INFRA_UNCONFIRMED] if t.outcome == Outcome.INFRA_ERROR else [],
+        "flags": _claim_flags(t, benchmark_task),
         "claimed_outcome": t.outcome,
         "claimed_success": t.outcome == Outcome.PASSED,
         "reward": t.reward,

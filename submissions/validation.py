@@ -33,7 +33,10 @@ evidence: ``trajectory_missing`` (not for Harbor's own ``oracle`` and ``nop`` ag
 record none), ``trajectory_invalid``, ``artifact_missing``;
 claims: ``reward_mismatch``, ``cost_missing``, ``cost_missing_no_price``;
 infrastructure: ``infra_errors_too_many`` (more than ``max_infra_share`` of the trials claim an
-infrastructure error: the job is to be resumed, not uploaded with holes).
+infrastructure error: the job is to be resumed, not uploaded with holes). A trial of a judged task
+(X-ray) whose verifier recorded no grade and nothing else went wrong is no such error: the
+submitter needs no judge of their own, and the site's re-grade alone decides it
+(``submissions.harbor.site_grades_alone``, flag ``no_claimed_grade``).
 """
 
 from __future__ import annotations
@@ -43,11 +46,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from evaluation.graders import JUDGE_CATEGORIES
 from evaluation.task_specs import load_task_package
 from submissions import pricing
 from submissions.atif_check import validate_trajectory
-from submissions.harbor import find_output, find_overrides, number_attempts, parse_tree
+from submissions.harbor import (
+    find_output,
+    find_overrides,
+    number_attempts,
+    parse_tree,
+    site_grades_alone,
+)
 from submissions.harbor_models import INFRA_ERROR, PASSED, AgentSpec, ParsedTrial, ParsedTree
 from submissions.metadata import (
     MetadataError,
@@ -234,7 +242,8 @@ def _check_infra_share(trials: list[ParsedTrial], max_share: float,
                        problems: list[Problem]) -> None:
     """A claimed infrastructure error is a hole in the run, which the site counts as a failure
     unless it confirms it; more than ``max_share`` of them means the run should be resumed."""
-    infra = [t for t in trials if t.outcome == INFRA_ERROR]
+    infra = [t for t in trials if t.outcome == INFRA_ERROR and not site_grades_alone(
+        _category(t), t.exception_type, t.reward)]
     if not trials or len(infra) <= max_share * len(trials):
         return
     kinds = Counter(t.exception_type or "no reward recorded" for t in infra)
@@ -249,21 +258,17 @@ def _check_infra_share(trials: list[ParsedTrial], max_share: float,
         f"harbor job resume -p {_local_job_path(job)}" + "".join(f" -f {e}"
                                                                  for e in sorted(errors))
         for job, errors in sorted(by_job.items())) or "harbor job resume -p jobs/<job name>"
-    judged = sorted({t.spec_task.split("/", 1)[0] for t in infra
-                     if t.spec_task and t.spec_task.split("/", 1)[0] in JUDGE_CATEGORIES})
-    judge_hint = (
-        f" Trials of {', '.join(judged)} end without a reward when the verifier has no LLM "
-        "judge to ask: export XRAY_JUDGE_URL, XRAY_JUDGE_MODEL and XRAY_JUDGE_API_KEY (an "
-        "OpenAI-compatible endpoint; the Submit page, step 2) before resuming, or the resumed "
-        "trials end the same way." if judged else "")
     problems.append(Problem(
         "infra_errors_too_many", sorted(by_job)[0] if by_job else infra[0].job_dir,
         f"{len(infra)} of {len(trials)} trials ({len(infra) / len(trials):.0%}) ended in an "
         f"infrastructure error ({', '.join(f'{k} x{n}' for k, n in sorted(kinds.items()))}); "
         f"at most {max_share:.0%} are accepted. Resume the job so those trials run again "
         f"(Harbor 0.2x, from the folder you ran harbor in: `{commands}`; -f removes the trials "
-        f"that ended with that error before resuming), then upload the job directory again."
-        f"{judge_hint}"))
+        f"that ended with that error before resuming), then upload the job directory again."))
+
+
+def _category(trial: ParsedTrial) -> str | None:
+    return trial.spec_task.split("/", 1)[0] if trial.spec_task else None
 
 
 def _local_job_path(job_dir: str) -> str:

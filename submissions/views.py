@@ -20,7 +20,6 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluation.judge import cache as judging
 from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
@@ -113,8 +112,7 @@ def _submit_guide(request: HttpRequest) -> dict:
         categories.setdefault(task.name.split("/")[0], task.package_path.rsplit("/", 1)[0])
     return {"versions": versions, "bv": bv, "categories": sorted(categories.items()),
             "site_url": request.build_absolute_uri("/").rstrip("/"),
-            "repository_url": settings.REPOSITORY_URL,
-            "synthetic_judge": judging.synthetic_judge_env()}
+            "repository_url": settings.REPOSITORY_URL}
 
 
 @require_http_methods(["GET", "POST"])

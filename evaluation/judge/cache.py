@@ -26,7 +26,6 @@ from evaluation.judge.client import PROMPT_VERSION, SYSTEM_PROMPT, ChatJudge, en
 from evaluation.judge.client import VOTES, parse_verdict
 from evaluation.models import JudgeCacheEntry
 from evaluation.runner.judge.server import cache_key
-from evaluation.judge.synthetic import is_synthetic
 
 # Cached entries given to one verifier's gateway (the most recent first).
 MAX_PRELOAD = 5000
@@ -43,16 +42,6 @@ def task_needs_judge(task_dir: Path) -> bool:
 
 def judge_configured() -> bool:
     return bool((settings.XRAY_JUDGE_URL or "").strip())
-
-
-def synthetic_judge_env() -> dict[str, str] | None:
-    """The judge variables for a Harbor run beside this site when its judge is the synthetic
-    judge of `make run` (evaluation/judge/synthetic.py); None for any other judge, whose URL
-    and key are the operator's and never shown."""
-    if not judge_configured() or not is_synthetic(settings.XRAY_JUDGE_MODEL):
-        return None
-    return {"XRAY_JUDGE_URL": settings.XRAY_JUDGE_URL.strip(),
-            "XRAY_JUDGE_MODEL": settings.XRAY_JUDGE_MODEL.strip()}
 
 
 def judge_identity() -> dict:

@@ -3,10 +3,10 @@
 A site with nothing but what `make run` registers (sync_tasks) and a maintainer account. A
 logged-out visitor opens "Submit" from the navigation and copies the page's `harbor run`
 loop; the test runs it with the REAL Harbor CLI (.venv-harbor) and Harbor's oracle agent over
-every category of healthagentbench-synthetic@1.0 (7 tasks x 1 attempt, the X-ray verifier
-asking the judge the page's first line exports: the project's synthetic judge, served by
-`manage.py serve_synthetic_judge` as `make run` serves it, not the tests' stand-in, and the
-worker's judge too), archives the job directories with the page's `tar` command,
+every category of healthagentbench-synthetic@1.0 (7 tasks x 1 attempt; the page exports no
+judge, so the X-ray verifier records no grade, and the worker grades those trials with the
+site's judge: the project's synthetic judge, served by `manage.py serve_synthetic_judge` as
+`make run` serves it, not the tests' stand-in), archives the job directories with the page's `tar` command,
 signs up, creates an API token on the account page, uploads the archive through the form, and
 follows the live status page until the verdict given by a REAL Celery worker verifying in
 Docker. The oracle is one of the site's own agents, so on this try-out version its run is a
@@ -144,7 +144,9 @@ def _run_page_loop(command: str, work):
         job_run = HarborRun(name=job.name, cmd=run.cmd, returncode=0, output="",
                             seconds=run.seconds, job_dir=job)
         rewards[job.name] = job_run.rewards()
-        assert rewards[job.name] == [1.0] * ATTEMPTS, job_run.report()
+        # The X-ray verifier has no judge on the submitter's machine: no grade, no reward.
+        expected = None if job.name == "xray-report-correction" else 1.0
+        assert rewards[job.name] == [expected] * ATTEMPTS, job_run.report()
     return run
 
 
@@ -166,10 +168,10 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
         page.wait_for_url("**/submit/")
         command = page.locator('[data-testid="harbor-command"]').inner_text()
 
-        # Under make run the loop's first line exports the site's synthetic judge.
-        judge_url = worker.extra_env["XRAY_JUDGE_URL"]
-        assert command.splitlines()[0] == (f"export XRAY_JUDGE_URL={judge_url} "
-                                           "XRAY_JUDGE_MODEL=hab-synthetic-judge"), command
+        # No judge to export: the X-ray trials end with no grade, which the site grades itself.
+        assert "XRAY_JUDGE" not in command and command.startswith("for dir in"), command
+        assert "No judge of your own is needed" in page.locator(
+            '[data-testid="judge-note"]').inner_text()
         t0 = time.monotonic()
         _run_page_loop(command, work)
         timings["harbor"] = time.monotonic() - t0
@@ -226,6 +228,9 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
         assert "verdict (reference run): " in verification, verification
         assert page.locator('[data-testid="trials"] [data-testid="synthetic-judge"]').count() \
             == ATTEMPTS
+        # ...and as claiming no grade: the submitter's verifier had no judge.
+        assert page.locator('[data-testid="trials"] [data-testid="no-claimed-grade"]').count() \
+            == ATTEMPTS
         done = f"{7 * ATTEMPTS}/{7 * ATTEMPTS}"
         assert page.locator('[data-field="progress"]').inner_text() == done
         # The token reads the same status from the API.
@@ -267,6 +272,13 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
     assert sub.is_reference and sub.status == verdict and sub.published_at is None
     assert sub.agent.model.display_name == "reference run, no model"
     assert sub.trials.filter(verified_reward=1.0).count() == trials
+    # The X-ray trials claimed no grade (no judge on the submitter's machine) and were graded
+    # by the site's judge alone: not an infrastructure error, not re-attempted.
+    xray = sub.trials.filter(benchmark_task__category__slug="xray-report-correction")
+    assert [(t.claimed_outcome, t.outcome) for t in xray] == [("infra_error", "passed")] * ATTEMPTS
+    assert all("no_claimed_grade" in t.flags and "infra_unconfirmed" not in t.flags
+               for t in xray), [t.flags for t in xray]
+    assert not xray.filter(infra_confirmed=True).exists()
     assert not LeaderboardEntry.objects.filter(submission=sub).exists()
     print(f"harbor (7 jobs x {ATTEMPTS} oracle trial(s)): {timings['harbor']:.0f} s; "
           f"verification to the verdict ({verdict}): {timings['verification']:.0f} s")

@@ -851,19 +851,42 @@ def test_more_than_the_allowed_share_of_infra_errors_is_refused_with_resume_advi
         validate_submission(tmp_path / "two", _meta(), spec, max_infra_share=0.10))
 
 
-def test_xray_trials_without_a_reward_are_refused_with_the_judge_to_set(tmp_path, spec):
-    """The Submit page's oracle try-out run without an X-ray judge: its three X-ray trials end
-    with RewardFileNotFoundError; resuming without a judge would end them the same way, so the
-    refusal names the judge variables too."""
-    xray = next(t for t in sorted(spec.tasks) if t.startswith("xray-report-correction/"))
-    job = _build(tmp_path, spec, exceptions={(xray, k): "RewardFileNotFoundError"
-                                             for k in (1, 2, 3)})
-    report = validate_submission(tmp_path, _meta(), spec)
+def test_xray_trials_whose_verifier_had_no_judge_are_accepted_as_claiming_no_grade(tmp_path,
+                                                                                 spec):
+    """The Submit page exports no judge: without one the X-ray verifier writes no reward file
+    (RewardFileNotFoundError, or nothing at all). That is no infrastructure error: the upload
+    is accepted, and the site's re-grade alone decides those trials. The same ending on a task
+    graded without a judge is one, and counts towards the share."""
+    tasks = sorted(spec.tasks)
+    xray = next(t for t in tasks if t.startswith("xray-report-correction/"))
+    _build(tmp_path / "xray", spec, rewards={xray: [None] * 3},
+           exceptions={(xray, k): "RewardFileNotFoundError" for k in (1, 2, 3)})
+    report = validate_submission(tmp_path / "xray", _meta(), spec)
+    assert "infra_errors_too_many" not in _codes(report)
+    ended = [t for t in report.trials if t.spec_task == xray]
+    assert [(t.outcome, t.reward, t.exception_type) for t in ended] == [
+        ("infra_error", None, "RewardFileNotFoundError")] * 3
+    other = next(t for t in tasks if not t.startswith("xray-report-correction/"))
+    _build(tmp_path / "other", spec, rewards={other: [None] * 3},
+           exceptions={(other, k): "RewardFileNotFoundError" for k in (1, 2, 3)})
+    report = validate_submission(tmp_path / "other", _meta(), spec)
     [problem] = [p for p in report.problems if p.code == "infra_errors_too_many"]
-    job_rel = job.job_dir.relative_to(tmp_path).as_posix()
-    assert f"harbor job resume -p jobs/{job_rel} -f RewardFileNotFoundError" in problem.message
-    assert "Trials of xray-report-correction end without a reward" in problem.message
-    assert "export XRAY_JUDGE_URL, XRAY_JUDGE_MODEL and XRAY_JUDGE_API_KEY" in problem.message
+    assert "3 of 21 trials (14%)" in problem.message and "judge" not in problem.message
+
+
+def test_which_endings_the_site_grades_alone():
+    """Only a judged category's verifier that wrote no reward, with nothing else wrong."""
+    from submissions.harbor import site_grades_alone
+
+    x = "xray-report-correction"
+    assert site_grades_alone(x, "RewardFileNotFoundError", None)
+    assert site_grades_alone(x, "RewardFileEmptyError", None)
+    assert site_grades_alone(x, None, None)
+    assert not site_grades_alone(x, "EnvironmentStartTimeoutError", None)
+    assert not site_grades_alone(x, "VerifierTimeoutError", None)
+    assert not site_grades_alone(x, None, 0.0)
+    assert not site_grades_alone("ct-abnormality-classification", "RewardFileNotFoundError", None)
+    assert not site_grades_alone(None, None, None)
 
 
 # ------------------------------------------------------------------ Harbor's submission rules

@@ -13,6 +13,7 @@ from django.db import transaction
 from evaluation import agents, runner
 from evaluation.judge import cache as judging
 from evaluation.replay import plan_from_trajectory
+from submissions.flags import FLAG_NO_CLAIMED_GRADE
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.models import (
     CheckKind,
@@ -53,6 +54,17 @@ class InfraReattempt(Check):
         cap = max(0, int(ctx.config.get("infra_reattempt_max",
                                         settings.VERIFICATION_INFRA_REATTEMPT_MAX)))
         done = ctx.done(self.kind)
+        # A judged trial whose verifier had no judge claims no grade and no infrastructure
+        # error: nothing to re-attempt, the re-grade alone decides it.
+        ungraded = [t for t in claimed if FLAG_NO_CLAIMED_GRADE in (t.flags or ())]
+        for trial in ungraded:
+            if trial.pk not in done:
+                with transaction.atomic():
+                    ctx.record(CheckKind.INFRA, trial=trial, res=Result(
+                        CheckStatus.SKIPPED, reason=(
+                            "no infrastructure error claimed: the submitter's verifier had no "
+                            "judge and recorded no grade; the site's re-grade decides")))
+        claimed = [t for t in claimed if t not in ungraded]
         for trial in claimed[cap:]:
             if trial.pk not in done:
                 self.not_attempted(ctx, trial, cap)
