@@ -1,7 +1,16 @@
-r"""Submitter client (standard library only, so it runs anywhere Python 3.10+ does):
+r"""Submitter client (standard library only, so it runs anywhere Python 3.10+ does). The site
+serves this file at /client/hab-submit.py (the Submit page shows its version and sha256):
 
-    python -m submissions.client --url https://leaderboard.example.org --token hab_... \
-        --metadata metadata.yaml jobs/2026-12-02__09-18-40 [more job dirs]
+    curl -O https://leaderboard.example.org/client/hab-submit.py
+    python3 hab-submit.py metadata jobs/<job> [more job dirs] > metadata.yaml   # then review it
+    python3 hab-submit.py --url https://leaderboard.example.org --token hab_... \
+        --metadata metadata.yaml jobs/<job> [more job dirs]
+
+`metadata` writes metadata.yaml from what Harbor recorded (each job's config.json and lock.json,
+and its trials' result.json: the harness and its version, the model, the benchmark version);
+what Harbor does not know (the agent's display name, URL, organisation, the model's display
+names) is a "TODO: ..." placeholder, which the site refuses until it is replaced.
+The upload (the default command)
 
 packs the job directories into a .tar.gz (regular files only), uploads it with a progress bar
 and an Idempotency-Key (so a retry after a dropped connection cannot submit twice), then polls
@@ -30,6 +39,7 @@ import urllib.parse
 import uuid
 from pathlib import Path
 
+__version__ = "1.1.0"
 CHUNK = 1 << 20
 # Terminal states of a submission (a verdict, or the end of its life); "queued" with --until.
 DONE = {"verified", "consistent", "discrepancy", "failed", "published", "rejected", "refused",
@@ -166,10 +176,122 @@ def verdict_lines(url: str, doc: dict) -> list[str]:
     return lines
 
 
+TODO = "TODO"
+
+
+def _json(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{path}: not readable as Harbor's JSON ({exc})") from None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _job_facts(job: Path) -> dict:
+    """What one Harbor job directory says about its agent, model and benchmark version."""
+    if not (job / "config.json").is_file():
+        raise SystemExit(f"{job}: no config.json: not a Harbor job directory (harbor run -o "
+                         "jobs writes one per job under jobs/)")
+    config = _json(job / "config.json")
+    agents = config.get("agents") or ([config["agent"]] if config.get("agent") else [])
+    agent = agents[0] if agents and isinstance(agents[0], dict) else {}
+    harness = agent.get("name") or (agent.get("import_path") or "").rpartition(":")[2]
+    versions, providers = set(), set()
+    for result in sorted(job.glob("*/result.json")):
+        info = _json(result).get("agent_info") or {}
+        if info.get("version") and info["version"] != "unknown":
+            versions.add(str(info["version"]))
+        model = info.get("model_info") or {}
+        if model.get("provider"):
+            providers.add(str(model["provider"]))
+    benchmarks = set()
+    for dataset in config.get("datasets") or []:
+        name, version = dataset.get("name"), dataset.get("version")
+        if name and version:
+            benchmarks.add(f"{name.rpartition('/')[2]}@{version}")
+    lock = _json(job / "lock.json") if (job / "lock.json").is_file() else {}
+    return {"harness": harness, "model": agent.get("model_name") or "", "versions": versions,
+            "providers": providers, "benchmarks": benchmarks,
+            "harbor": (lock.get("harbor") or {}).get("version", "")}
+
+
+def _yaml(value) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML scalar
+
+
+def metadata_text(job_dirs: list[Path], benchmark: str = "") -> str:
+    """metadata.yaml for these Harbor jobs: what they recorded, placeholders for the rest."""
+    facts = [_job_facts(job) for job in job_dirs]
+    harnesses = sorted({f["harness"] for f in facts if f["harness"]})
+    models = sorted({f["model"] for f in facts if f["model"]})
+    if len(harnesses) > 1 or len(models) > 1:
+        raise SystemExit(f"these jobs ran different agents or models ({harnesses}, {models}): "
+                         "one submission is one agent; upload them separately")
+    versions = sorted(set().union(*(f["versions"] for f in facts)))
+    benchmarks = sorted(set().union(*(f["benchmarks"] for f in facts)))
+    benchmark = benchmark or (benchmarks[0] if len(benchmarks) == 1 else
+                              f"{TODO}: the benchmark version, e.g. healthagentbench-synthetic@1.0")
+    harness = harnesses[0] if harnesses else f"{TODO}: the Harbor agent name"
+    lines = ["# Written by hab-submit.py from the Harbor job(s): " + ", ".join(
+                 str(j) for j in job_dirs) + ".",
+             "# Review it, replace every TODO (the site refuses an upload that still has one).",
+             f"agent_display_name: {_yaml(f'{TODO}: your agent as the leaderboard shows it')}",
+             f"agent_url: {_yaml(f'{TODO}: https://... (code or paper)')}",
+             f"agent_org_display_name: {_yaml(f'{TODO}: your organisation')}",
+             "models:"]
+    if models:
+        provider, _, name = models[0].partition("/")
+        provider = provider if name else (sorted(set().union(*(f["providers"] for f in facts)))
+                                          or [f"{TODO}: provider"])[0]
+        lines += [f"  - model_name: {_yaml(models[0])}",
+                  f"    model_provider: {_yaml(provider)}",
+                  f"    model_display_name: {_yaml(f'{TODO}: e.g. GPT 5.5')}",
+                  f"    model_org_display_name: {_yaml(f'{TODO}: e.g. OpenAI')}"]
+    else:  # Harbor's oracle and nop call no model
+        lines += ['  - {model_name: none, model_provider: none, model_display_name: "no model", '
+                  "model_org_display_name: none}"]
+    lines += [f"harness: {_yaml(harness)}"]
+    if len(versions) == 1:
+        lines += [f"harness_version: {_yaml(versions[0])}"]
+    elif versions:
+        lines += [f"# the trials recorded several harness versions: {', '.join(versions)}"]
+    lines += [f"benchmark: {_yaml(benchmark)}"]
+    harbor = sorted({f["harbor"] for f in facts if f["harbor"]})
+    lines += [f"notes: {_yaml('run with Harbor ' + ', '.join(harbor) if harbor else '')}"]
+    return "\n".join(lines) + "\n"
+
+
+def metadata_main(argv: list[str], out) -> int:
+    ap = argparse.ArgumentParser(
+        prog="hab-submit.py metadata",
+        description="Write metadata.yaml (to standard output) from Harbor job directories.")
+    ap.add_argument("job_dirs", nargs="+", type=Path)
+    ap.add_argument("--benchmark", default="",
+                    help="name@version, when the jobs do not say (harbor run -p)")
+    args = ap.parse_args(argv)
+    out.write(metadata_text(args.job_dirs, args.benchmark))
+    return 0
+
+
+def release() -> tuple[str, bytes, str]:
+    """(version, this file's bytes, their sha256): what the site serves at /client/hab-submit.py
+    and what its Submit page says it is."""
+    import hashlib
+
+    data = Path(__file__).read_bytes()
+    return __version__, data, hashlib.sha256(data).hexdigest()
+
+
 def main(argv: list[str] | None = None, *, out=None, err=None) -> int:
     """The command line; ``out`` gets the answer and the verdict, ``err`` the progress."""
     out, err = out or sys.stdout, err or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["metadata"]:
+        return metadata_main(argv[1:], out)
+    if argv[:1] == ["upload"]:
+        argv = argv[1:]
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"hab-submit {__version__}")
     ap.add_argument("job_dirs", nargs="+", type=Path)
     ap.add_argument("--url", required=True)
     ap.add_argument("--token", default=os.environ.get("HAB_TOKEN", ""))

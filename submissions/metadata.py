@@ -36,6 +36,9 @@ METADATA_FILENAMES = ("metadata.yaml", "metadata.yml", "metadata.json")
 BENCHMARK_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}@[A-Za-z0-9][A-Za-z0-9._-]{0,49}$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
+# What the client's `metadata` command writes where Harbor's job does not know the answer (the
+# agent's display name, URL, organisation): an upload still holding one is refused.
+PLACEHOLDER = "TODO"
 SHORT = 200  # names and display names
 URL = 500
 NOTES = 5000
@@ -52,6 +55,13 @@ def _single_line(value):
         value = value.strip()
         if _CONTROL.search(value) or "\n" in value:
             raise ValueError("must be a single line without control characters")
+    return value
+
+
+def _not_placeholder(value):
+    if isinstance(value, str) and value.strip().upper().startswith(PLACEHOLDER):
+        raise ValueError(f"is still the client's placeholder ({value.strip()[:60]!r}): write "
+                         "the real value")
     return value
 
 
@@ -75,7 +85,7 @@ class ModelEntry(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _one_line(cls, value):
-        return _single_line(value)
+        return _single_line(_not_placeholder(value))
 
 
 class SubmissionMetadata(BaseModel):
@@ -96,7 +106,7 @@ class SubmissionMetadata(BaseModel):
                      "benchmark", mode="before")
     @classmethod
     def _one_line(cls, value):
-        return _single_line(value)
+        return _single_line(_not_placeholder(value))
 
     @field_validator("harness_version", mode="before")
     @classmethod

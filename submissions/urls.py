@@ -12,6 +12,7 @@ urlpatterns = [
     path("account/tokens/", views.create_token, name="token-create"),
     path("account/tokens/<int:token_id>/revoke/", views.revoke_token, name="token-revoke"),
     path("submit/", views.submit_agent, name="submit"),
+    path("client/hab-submit.py", views.client_script, name="client-script"),
     path("pricing/", views.show_pricing, name="pricing"),
     path("submissions/<int:pk>/", views.show_submission, name="submission-status"),
     path("submissions/<int:pk>/trials/<int:trial_pk>/clear-screen/", views.clear_screen_flag,

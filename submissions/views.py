@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from submissions import client as submit_client
 from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
@@ -110,9 +111,28 @@ def _submit_guide(request: HttpRequest) -> dict:
     categories: dict[str, str] = {}
     for task in (bv.tasks.all() if bv else []):
         categories.setdefault(task.name.split("/")[0], task.package_path.rsplit("/", 1)[0])
+    version, _data, sha256 = submit_client.release()
     return {"versions": versions, "bv": bv, "categories": sorted(categories.items()),
             "site_url": request.build_absolute_uri("/").rstrip("/"),
+            "client": {"version": version, "sha256": sha256},
             "repository_url": settings.REPOSITORY_URL}
+
+
+@require_GET
+def client_script(request: HttpRequest) -> HttpResponse:
+    """The upload client, one standard-library file (submissions/client.py) that needs nothing
+    cloned: its bytes as the Submit page's sha256 names them, revalidated by that digest."""
+    version, data, sha256 = submit_client.release()
+    etag = f'"{sha256}"'
+    if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+        response = HttpResponse(status=304)
+    else:
+        response = HttpResponse(data, content_type="text/x-python; charset=utf-8")
+        response["Content-Disposition"] = 'inline; filename="hab-submit.py"'
+    response["ETag"] = etag
+    response["Cache-Control"] = "public, max-age=300, must-revalidate"
+    response["X-Client-Version"] = version
+    return response
 
 
 @require_http_methods(["GET", "POST"])

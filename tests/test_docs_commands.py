@@ -59,6 +59,12 @@ SKIPPED = {
     r"^\.venv/bin/python manage\.py chaos_soak$": "Docker, a worker and minutes (a short run is "
                                                    "tests/evaluation/test_chaos_soak.py)",
     r"^\.venv/bin/python -m submissions\.client --url https://leaderboard\.example\.org": "a remote site",
+    r"^curl -O https://leaderboard\.example\.org/client/hab-submit\.py$": "a remote site (tests/"
+        "evaluation/test_newcomer_journey.py runs the Submit page's download and metadata lines "
+        "against a live site)",
+    r"^python3 hab-submit\.py metadata --benchmark \S+ jobs/\*/ > metadata\.yaml$": "needs "
+        "Harbor's jobs/ (the newcomer journey runs it on real ones)",
+    r"^python3 hab-submit\.py --url https://leaderboard\.example\.org": "a remote site",
     r"^\.venv/bin/python manage\.py simulate_stats( --only \w+)?$": "minutes of CPU and rewrites "
                                                                    "the committed tables (a "
                                                                    "short run is tests/"

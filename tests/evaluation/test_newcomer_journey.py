@@ -25,6 +25,7 @@ background, then `wait`). Needs PostgreSQL (the worker shares the test database)
 Debian's chromium.
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -33,7 +34,6 @@ import time
 import urllib.request
 
 import pytest
-import yaml
 from django.core.management import call_command
 
 from tests.evaluation import verification_support as vs
@@ -150,6 +150,33 @@ def _run_page_loop(command: str, work):
     return run
 
 
+def _metadata_with_the_served_client(page, work):
+    """The page's download and metadata lines: the client fetched from the site (its sha256 the
+    one the page shows), run by the machine's own python3 (no Django, nothing cloned) on the
+    Harbor jobs; the submitter's review replaces its TODO lines."""
+    download = page.locator('[data-testid="client-download"]').inner_text().splitlines()
+    url = download[0].removeprefix("curl -O ")
+    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - live server
+        (work / "hab-submit.py").write_bytes(response.read())
+    digest = hashlib.sha256((work / "hab-submit.py").read_bytes()).hexdigest()
+    assert download[1].endswith(f"# {digest}"), download
+    command = download[2]
+    assert command.startswith("python3 hab-submit.py metadata --benchmark ") and \
+        command.endswith(" > metadata.yaml"), command
+    subprocess.run(["bash", "-c", command], cwd=work, check=True,  # noqa: S603 - the page's
+                   env={"PATH": "/usr/bin:/bin"})
+    text = (work / "metadata.yaml").read_text()
+    assert 'harness: "oracle"' in text and 'harness_version: "1.0.0"' in text, text
+    assert f'benchmark: "{SLUG}"' in text and "model_name: none" in text, text
+    reviewed = {"agent_display_name": AGENT_NAME, "agent_url": METADATA["agent_url"],
+                "agent_org_display_name": METADATA["agent_org_display_name"]}
+    lines = [f'{line.split(":", 1)[0]}: {json.dumps(reviewed[line.split(":", 1)[0]])}'
+             if "TODO" in line and not line.startswith("#") else line
+             for line in text.splitlines()]
+    (work / "metadata.yaml").write_text("\n".join(lines) + "\n")
+    assert "TODO:" not in (work / "metadata.yaml").read_text()
+
+
 def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_reference_run(
         fresh_site, tmp_path):
     base, worker = fresh_site
@@ -178,7 +205,7 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
         tar = page.locator("pre", has_text="tar czf run.tar.gz").inner_text().splitlines()[0]
         assert tar == "tar czf run.tar.gz -C jobs ."
         subprocess.run(tar.split(), cwd=work, check=True)  # noqa: S603 - the page's command
-        (work / "metadata.yaml").write_text(yaml.safe_dump(METADATA, sort_keys=False))
+        _metadata_with_the_served_client(page, work)
 
         # Sign up from the guide, then create a token on the account page.
         page.locator('[data-testid="submit-guide"]').get_by_role("link", name="Sign up").click()

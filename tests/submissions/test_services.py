@@ -52,7 +52,8 @@ def test_the_account_page_gives_a_copy_button_and_a_usage_snippet(owner, client)
     assert 'data-copy="#new-token"' in body and "/static/submissions/js/copy.js" in body
     usage = body.split('data-testid="token-usage">')[1].split("</pre>")[0]
     assert f"export HAB_TOKEN={raw}" in usage
-    assert ".venv/bin/python -m submissions.client --url http://testserver" in usage
+    assert "curl -O http://testserver/client/hab-submit.py" in usage
+    assert "python3 hab-submit.py --url http://testserver" in usage
     assert "http://testserver/api/v1/submissions/" in usage
     # shown once
     assert raw not in client.get("/account/").content.decode()
@@ -77,7 +78,7 @@ def test_the_account_pages_commands_are_the_submit_pages(owner, client):
         assert line in submit, line
     assert "<" not in usage  # no placeholder left to fill in
     tar = next(i for i, line in enumerate(lines) if line.startswith("tar czf run.tar.gz"))
-    curl = next(i for i, line in enumerate(lines) if line.startswith("curl "))
+    curl = next(i for i, line in enumerate(lines) if line.startswith("curl -H"))
     assert tar < curl
 
 

@@ -353,7 +353,10 @@ def test_the_public_submit_page_walks_through_the_whole_path(synthetic, client, 
         assert f" tasks/{category}" in command
     assert "-k 3" in command and "--artifact" in command and "--env docker" in command
     assert f"benchmark: {bv.slug}" in guide
-    assert ".venv/bin/python -m submissions.client --url http://testserver" in guide
+    # Nothing to clone for the upload: the served client writes the metadata and uploads.
+    assert "curl -O http://testserver/client/hab-submit.py" in guide
+    assert f"python3 hab-submit.py metadata --benchmark {bv.slug} jobs/*/ &gt; metadata.yaml" in guide
+    assert "python3 hab-submit.py --url http://testserver --token" in guide
     assert "/api/v1/submissions/" in guide and "Re-grade" in guide and "Sign up" in guide
     tryout = guide.split('data-testid="oracle-tryout">')[1].split("</p>")[0]
     assert "-a oracle" in tryout and "harness: oracle" in tryout  # what the upload checks
