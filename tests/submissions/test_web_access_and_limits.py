@@ -20,7 +20,7 @@ from tests.factories import AgentFactory, BenchmarkTaskFactory, SubmissionFactor
 PUBLIC_READS = {
     "leaderboard", "categories", "groups", "harness", "cost", "task_matrix", "tasks", "task",
     "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup", "submit",
-    "registry", "changelog", "downloads",
+    "registry", "changelog", "downloads", "client-script",
     "api-root", "api-schema", "api-docs", "api-benchmarks", "api-leaderboard", "api-categories",
     "api-groups", "api-harness-families", "api-trials",
 }
