@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_safe
 
 from leaderboard import (
     charts,
     csv_copy,
     selectors,
+    sharing,
     simulation_results,
     simulation_robustness,
     tables,
@@ -294,8 +297,53 @@ def show_agent(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("this agent has no published result on this benchmark version")
     ctx.update({"entry": entry, "any_reconstructed": entry.reconstructed,
                 "history": selectors.score_history(benchmark_version=bv,
-                                                   agent_id=entry.agent_id)})
+                                                   agent_id=entry.agent_id),
+                "share": _sharing(request, bv, entry)})
     return render(request, "leaderboard/agent.html", ctx)
+
+
+def _sharing(request: HttpRequest, bv, entry) -> dict:
+    """The badge's address and embed snippets, and the citation, of an agent page."""
+    query = f"?benchmark={quote(bv.slug, safe='@')}"
+    page = request.build_absolute_uri(reverse("agent", args=[entry.agent.slug])) + query
+    badge = request.build_absolute_uri(reverse("badge", args=[entry.agent.slug])) + query
+    facts = sharing.citation_facts(entry, benchmark_slug=bv.slug, url=page)
+    return {"badge_url": badge, "page_url": page,
+            "badge_markdown": f"[![{sharing.LABEL} {bv.slug}]({badge})]({page})",
+            "bibtex": sharing.bibtex(facts), "cff": sharing.cff(facts)}
+
+
+@require_GET
+@cached_response
+def show_badge(request: HttpRequest, slug: str) -> HttpResponse:
+    """An agent's SVG badge on one benchmark version (rate, interval, level: the site's own
+    finding), cached and revalidated with the version's aggregates. An agent without a
+    published result there gets a "no published result" badge with a 404."""
+    bv, _filters = _params(request)
+    entry = selectors.entry_get(benchmark_version=bv, agent_slug=slug)
+    svg = (sharing.entry_badge(entry, bv.slug) if entry is not None
+           else sharing.missing_badge(bv.slug))
+    return HttpResponse(svg, content_type="image/svg+xml; charset=utf-8",
+                        status=200 if entry is not None else 404)
+
+
+@require_GET
+@cached_response
+def show_citation(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The agent page's citation as a file: BibTeX (.bib) or Citation File Format (.cff)."""
+    if fmt not in ("bib", "cff"):
+        raise Http404("a citation is cite.bib or cite.cff")
+    bv, _filters = _params(request)
+    entry = selectors.entry_get(benchmark_version=bv, agent_slug=slug)
+    if entry is None:
+        raise Http404("this agent has no published result on this benchmark version")
+    shared = _sharing(request, bv, entry)
+    body, kind = ((shared["bibtex"], "application/x-bibtex") if fmt == "bib"
+                  else (shared["cff"], "application/x-yaml"))
+    response = HttpResponse(body, content_type=f"{kind}; charset=utf-8")
+    name = "CITATION.cff" if fmt == "cff" else f"{slug}.bib"
+    response["Content-Disposition"] = f'inline; filename="{name}"'
+    return response
 
 
 @require_GET

@@ -20,7 +20,7 @@ from tests.factories import AgentFactory, BenchmarkTaskFactory, SubmissionFactor
 PUBLIC_READS = {
     "leaderboard", "categories", "groups", "harness", "cost", "task_matrix", "tasks", "task",
     "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup", "submit",
-    "registry", "changelog", "downloads", "client-script",
+    "registry", "changelog", "downloads", "client-script", "badge", "agent-cite",
     "api-root", "api-schema", "api-docs", "api-benchmarks", "api-leaderboard", "api-categories",
     "api-groups", "api-harness-families", "api-trials",
 }
@@ -61,7 +61,7 @@ def _routes(world) -> list[tuple[str, str]]:
     category, case = task.name.split("/")
     values = {"pk": world["queued"].pk, "trial_pk": world["trial"].pk, "action": "publish",
               "token_id": world["token"].pk, "table": "leaderboard", "category": category,
-              "case": case, "slug": world["public_agent"].slug}
+              "case": case, "slug": world["public_agent"].slug, "fmt": "bib"}
     routes = []
     for name, entries in get_resolver().reverse_dict.lists():
         if not isinstance(name, str):
