@@ -259,6 +259,12 @@ def task_matrix(
     return tasks, entries
 
 
+def top_entries(*, benchmark_version: BenchmarkVersion, n: int = 5) -> list[LeaderboardEntry]:
+    """The first ``n`` entries by rank, with their agents (the link-preview card). One query."""
+    return list(LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
+                .select_related("agent").defer("task_rates").order_by("rank", "agent__slug")[:n])
+
+
 def entry_get(*, benchmark_version: BenchmarkVersion, agent_slug: str) -> LeaderboardEntry | None:
     """One entry with its categories and cells (``cell_rows``, in task order). Three
     queries."""

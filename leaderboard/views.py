@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_safe
 
 from leaderboard import (
+    cards,
     charts,
     csv_copy,
     selectors,
@@ -325,6 +326,29 @@ def show_badge(request: HttpRequest, slug: str) -> HttpResponse:
            else sharing.missing_badge(bv.slug))
     return HttpResponse(svg, content_type="image/svg+xml; charset=utf-8",
                         status=200 if entry is not None else 404)
+
+
+def _png(data: bytes, status: int = 200) -> HttpResponse:
+    return HttpResponse(data, content_type="image/png", status=status)
+
+
+@require_GET
+@cached_response
+def show_leaderboard_card(request: HttpRequest) -> HttpResponse:
+    """The leaderboard's link-preview image (Open Graph): its first five rows."""
+    bv, _filters = _params(request)
+    return _png(cards.leaderboard_card(selectors.top_entries(benchmark_version=bv), bv.slug))
+
+
+@require_GET
+@cached_response
+def show_agent_card(request: HttpRequest, slug: str) -> HttpResponse:
+    """An agent page's link-preview image: its rate, interval, rank and level."""
+    bv, _filters = _params(request)
+    entry = selectors.entry_get(benchmark_version=bv, agent_slug=slug)
+    if entry is None:
+        raise Http404("this agent has no published result on this benchmark version")
+    return _png(cards.agent_card(entry, bv.slug))
 
 
 @require_GET

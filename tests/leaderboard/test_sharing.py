@@ -93,3 +93,65 @@ def test_the_agent_page_shows_the_badge_snippet_and_citations(client, demo_bv):
     assert {"message", "title", "authors"} <= set(doc)  # CFF 1.2.0's required keys
     assert doc["references"][0]["identifiers"][0]["value"] == "arXiv:2606.31179"
     assert client.get(f"/agents/{slug}/cite.txt{Q}").status_code == 404
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    from io import BytesIO
+
+    from PIL import Image
+
+    with Image.open(BytesIO(data)) as image:
+        assert image.format == "PNG"
+        return image.size
+
+
+def _ink(data: bytes) -> int:
+    """How many pixels differ from the card's background (text and the accent bar)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    from leaderboard.cards import BACKGROUND
+
+    with Image.open(BytesIO(data)) as image:
+        pixels = image.convert("RGB").get_flattened_data()
+        return sum(1 for p in pixels if p != BACKGROUND)
+
+
+def test_link_previews_are_the_sites_rendered_cards(client, demo_bv):
+    slug = _codex_slug(demo_bv)
+    page = client.get(f"/agents/{slug}/{Q}").content.decode()
+    card_url = f"http://testserver/card/agents/{slug}.png{Q}"
+    assert f'<meta property="og:image" content="{card_url}">' in page
+    assert '<meta name="twitter:card" content="summary_large_image">' in page
+    assert ('<meta property="og:title" content="Codex (GPT 5.5): 42.0% on HealthAgentBench '
+            'healthagentbench@1.0">') in page
+    card = client.get(card_url.removeprefix("http://testserver"))
+    assert card.status_code == 200 and card["Content-Type"] == "image/png"
+    assert _png_size(card.content) == (1200, 630)
+    assert card["ETag"] and client.get(card_url.removeprefix("http://testserver"),
+                                       HTTP_IF_NONE_MATCH=card["ETag"]).status_code == 304
+    # Text is drawn: far more than the accent bar (1200 x 12) differs from the background.
+    assert _ink(card.content) > 1200 * 12 * 2
+    home = client.get(f"/{Q}").content.decode()
+    assert (f'<meta property="og:image" content="http://testserver/card/leaderboard.png{Q}">'
+            in home)
+    board = client.get(f"/card/leaderboard.png{Q}")
+    assert board.status_code == 200 and _png_size(board.content) == (1200, 630)
+    assert client.get(f"/card/agents/no-such-agent.png{Q}").status_code == 404
+
+
+def test_a_card_draws_a_long_name_within_the_image(demo_bv):
+    from leaderboard import cards
+
+    entry = demo_bv.entries.get(agent__display_name="Codex (GPT 5.5)")
+    entry.agent.display_name = "An agent with a very long name " * 6
+    data = cards.agent_card(entry, "healthagentbench@1.0")
+    assert _png_size(data) == (1200, 630)
+    from io import BytesIO
+
+    from PIL import Image
+
+    with Image.open(BytesIO(data)) as image:  # nothing drawn in the right margin
+        strip = image.convert("RGB").crop((1200 - cards.MARGIN + 8, 0, 1200, 600))
+        assert set(strip.get_flattened_data()) == {cards.BACKGROUND}

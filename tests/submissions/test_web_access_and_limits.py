@@ -21,6 +21,7 @@ PUBLIC_READS = {
     "leaderboard", "categories", "groups", "harness", "cost", "task_matrix", "tasks", "task",
     "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup", "submit",
     "registry", "changelog", "downloads", "client-script", "badge", "agent-cite",
+    "card-leaderboard", "card-agent",
     "api-root", "api-schema", "api-docs", "api-benchmarks", "api-leaderboard", "api-categories",
     "api-groups", "api-harness-families", "api-trials",
 }
@@ -97,7 +98,7 @@ def test_a3_anonymous_sweep_of_every_route_and_method(world, client):
             assert response.status_code == 200, (url, response.status_code)
             seen_public.add(name)
             body = (b"".join(response.streaming_content) if response.streaming
-                    else response.content).decode()
+                    else response.content).decode(errors="replace")  # the cards are PNGs
             for secret in secrets:
                 if secret == "password" and name in ("login", "signup"):
                     continue  # the forms have a password field
