@@ -69,6 +69,19 @@ def heatmap_cell_text(ce) -> str:
     return f"{format_pct(ce.success_rate, 0)}<br>{ce.successes}/{ce.attempts}"
 
 
+# The heatmap's column labels below 600 px (the table under the chart names each in full).
+SHORT_CATEGORY = {
+    "xray-report-correction": "X-ray", "pathology-tumor-region": "Path.",
+    "ct-abnormality-classification": "CT", "ehr-data-quality-audit": "Audit",
+    "ehr-format-conversion": "Convert", "ehr-event-modeling": "Events",
+    "clinical-trial-matching": "Trials",
+}
+
+
+def short_category(category) -> str:
+    return SHORT_CATEGORY.get(category.slug) or category.name.split()[0]
+
+
 def category_heatmap(categories: Sequence, entries: Sequence) -> dict:
     z, text, hover = [], [], []
     for e in entries:
@@ -98,6 +111,17 @@ def category_heatmap(categories: Sequence, entries: Sequence) -> dict:
                    "yaxis": {"autorange": "reversed", "automargin": True},
                    "xaxis": {"automargin": True, "tickangle": -30},
                    "height": 200 + 40 * len(entries)},
+        # Below 600 px (static/leaderboard/js/charts.js): short column labels, level, the
+        # percentage alone in each cell and no colour bar, so every column keeps a readable
+        # width at 390 px.
+        "narrow": {
+            "data": [{"x": [short_category(c) for c in categories],
+                      "text": [[t.split("<br>")[0] for t in row] for row in text],
+                      "showscale": False, "textfont": {"size": 9}}],
+            "layout": {"xaxis": {"automargin": True, "tickangle": 0, "side": "top"},
+                       "margin": {"l": 0, "r": 0, "t": 30, "b": 10},
+                       "height": 90 + 34 * len(entries)},
+        },
     }
 
 

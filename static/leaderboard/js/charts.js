@@ -27,6 +27,13 @@
       var source = document.getElementById(el.dataset.chart);
       if (!source) { return; }
       var fig = JSON.parse(source.textContent);
+      if (fig.narrow && window.innerWidth < 600) {
+        // The figure's own narrow variant (charts.py): trace and layout keys it replaces.
+        (fig.narrow.data || []).forEach(function (over, i) {
+          if (fig.data[i]) { Object.assign(fig.data[i], over); }
+        });
+        Object.assign(fig.layout, fig.narrow.layout || {});
+      }
       Plotly.newPlot(el, fig.data, theme(fig.layout), {
         responsive: true, displaylogo: false,
         modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"]
