@@ -73,7 +73,7 @@ def heatmap_cell_text(ce) -> str:
 SHORT_CATEGORY = {
     "xray-report-correction": "X-ray", "pathology-tumor-region": "Path.",
     "ct-abnormality-classification": "CT", "ehr-data-quality-audit": "Audit",
-    "ehr-format-conversion": "Convert", "ehr-event-modeling": "Events",
+    "ehr-format-conversion": "Conv.", "ehr-event-modeling": "Events",
     "clinical-trial-matching": "Trials",
 }
 
@@ -118,7 +118,8 @@ def category_heatmap(categories: Sequence, entries: Sequence) -> dict:
             "data": [{"x": [short_category(c) for c in categories],
                       "text": [[t.split("<br>")[0] for t in row] for row in text],
                       "showscale": False, "textfont": {"size": 9}}],
-            "layout": {"xaxis": {"automargin": True, "tickangle": 0, "side": "top"},
+            "layout": {"xaxis": {"automargin": True, "tickangle": 0, "side": "top",
+                                 "tickfont": {"size": 9}},
                        "margin": {"l": 0, "r": 0, "t": 30, "b": 10},
                        "height": 90 + 34 * len(entries)},
         },

@@ -27,9 +27,30 @@ _KEY_CELLS = """() => {
 _CHARTS = """() => [...document.querySelectorAll('div.chart')].map(c => {
   const box = c.getBoundingClientRect();
   const plots = [...c.querySelectorAll('.main-svg')].map(s => s.getBoundingClientRect());
-  return {box: [box.left, box.right], fits: plots.every(p => p.left >= box.left - 0.5 && p.right <= box.right + 0.5),
-          plots: plots.map(p => [p.left, p.right])};
+  const inside = r => r.left >= box.left - 0.5 && r.right <= box.right + 0.5;
+  // Every axis label is drawn inside the chart, and no two x labels overlap (readable).
+  const ticks = [...c.querySelectorAll('.xtick text, .ytick text')].map(e => e.getBoundingClientRect())
+    .filter(r => r.width > 0);
+  // (level labels: a rotated label's box overlaps its neighbour's though its text does not)
+  const xs = [...c.querySelectorAll('.xtick text')]
+    .filter(e => !(e.getAttribute('transform') || '').includes('rotate'))
+    .map(e => e.getBoundingClientRect())
+    .filter(r => r.width > 0).sort((a, b) => a.left - b.left);
+  const overlaps = xs.slice(1).filter((r, i) => r.left < xs[i].right - 0.5 && r.top < xs[i].bottom - 0.5
+                                                 && xs[i].top < r.bottom - 0.5).length;
+  return {box: [box.left, box.right], fits: plots.every(inside) && ticks.every(inside) && overlaps === 0,
+          plots: plots.map(p => [p.left, p.right]), overlaps: overlaps,
+          outside: ticks.filter(r => !inside(r)).map(r => [r.left, r.right])};
 })"""
+
+
+_HEATMAP = """() => {
+  const cells = [...document.querySelectorAll('div.chart .heatmaplayer text')];
+  const px = cells.map(e => parseFloat(e.style.fontSize || getComputedStyle(e).fontSize));
+  const rotated = [...document.querySelectorAll('div.chart .xtick text')]
+    .filter(e => (e.getAttribute('transform') || '').includes('rotate')).length;
+  return [[cells.length, px], rotated];
+}"""
 
 
 def test_phone_shows_success_and_level_first_one_line_notice_and_charts_fit(live_server):
@@ -54,5 +75,11 @@ def test_phone_shows_success_and_level_first_one_line_notice_and_charts_fit(live
             charts = page.evaluate(_CHARTS)
             if not all(c["fits"] for c in charts):
                 clipped[path] = charts
+            if path == "/categories/":
+                # Every category's column is readable: 70 cells (10 agents x 7) in type of at
+                # least 9 px, and level column labels (the narrow variant, charts.py).
+                sizes, rotated = page.evaluate(_HEATMAP)
+                assert sizes[0] == 70 and min(sizes[1]) >= 9, sizes
+                assert rotated == 0, rotated
         page.close()
     assert clipped == {}
