@@ -179,3 +179,18 @@ def share(value) -> str:
     """A share of reconstructions: "82%", or "0.5%" / "99.5%" where whole percents would
     say 0% or 100%."""
     return reconstruction_spread.share_text(value)
+
+
+# Plotly's height when a layout names none.
+PLOTLY_DEFAULT_HEIGHT = 450
+
+
+@register.filter
+def chart_height(fig, variant="") -> int:
+    """The height (px) a figure draws at: its layout's, or its narrow variant's (below 600 px,
+    static/leaderboard/js/charts.js) when ``variant`` is "narrow" and it has one."""
+    layout = (fig or {}).get("layout") or {}
+    height = layout.get("height") or PLOTLY_DEFAULT_HEIGHT
+    if variant == "narrow":
+        height = (((fig or {}).get("narrow") or {}).get("layout") or {}).get("height") or height
+    return int(height)
