@@ -152,6 +152,16 @@ KNOWN_INSTALLED_AGENTS = frozenset({
 })
 
 
+# Installed agents the site tried to bake and could not yet, with the exact reason (shown on the
+# verification badge as "not re-runnable: <name> <reason>"; evidence in docs/verification.md).
+UNBAKED_HARNESSES = {
+    "openhands": (
+        "1.11.0 (openhands-ai, Harbor 0.26's unpinned install) is not baked: it requires Python "
+        ">=3.12,<3.14 and the harness base image has Debian bookworm's Python 3.11, and its pin "
+        "pylatexenc==2.10 ships no wheel, so it cannot be installed offline from wheels"),
+}
+
+
 def installed_harness(name: str) -> InstalledHarness | None:
     return INSTALLED_HARNESSES.get((name or "").strip().lower())
 
@@ -222,6 +232,9 @@ def harness_problem(name: str, version: str = "", *, image: bool = True) -> str:
     (the submission's harness version), a version the site has no layer for is named; with
     `image`, a layer not built on this worker too."""
     harness = installed_harness(name)
+    unbaked = UNBAKED_HARNESSES.get((name or "").strip().lower())
+    if harness is None and unbaked:
+        return f"{name} {unbaked}"
     if harness is None:
         return (f"{name} runs inside the task container and installs itself from the internet "
                 f"at run time; the site bakes only {', '.join(sorted(INSTALLED_HARNESSES))}")

@@ -331,14 +331,25 @@ def _probe_pair(c, tasks, job) -> dict:
 def test_unbaked_installed_agents_say_why(settings):
     from evaluation import agents
 
-    settings.VERIFICATION_HARBOR_AGENTS = {"terminus-2": ["2.0.0"], "openhands": []}
+    settings.VERIFICATION_HARBOR_AGENTS = {"terminus-2": ["2.0.0"], "aider": []}
     agent, why = agents.resolve_site_agent(
-        "openhands", harness_version="1.0.0",
-        agent_settings={"harbor_agent": "openhands", "model_name": "anthropic/claude"})
+        "aider", harness_version="0.50.0",
+        agent_settings={"harbor_agent": "aider", "model_name": "anthropic/claude"})
     assert agent is None
-    assert why.startswith("openhands runs inside the task container and installs itself")
-    agent, why = agents.resolve_site_agent("aider", harness_version="0.50.0")
+    assert why.startswith("aider runs inside the task container and installs itself")
+    agent, why = agents.resolve_site_agent("goose", harness_version="1.0.0")
     assert agent is None and "installs itself from the internet" in why
+    # OpenHands was tried and is not baked: the badge gives the exact reason (issue 23).
+    for configured in ({"openhands": []}, {}):
+        settings.VERIFICATION_HARBOR_AGENTS = configured
+        agent, why = agents.resolve_site_agent(
+            "openhands", harness_version="1.11.0",
+            agent_settings={"harbor_agent": "openhands", "model_name": "anthropic/claude"})
+        assert agent is None
+        assert why == ("openhands 1.11.0 (openhands-ai, Harbor 0.26's unpinned install) is not "
+                       "baked: it requires Python >=3.12,<3.14 and the harness base image has "
+                       "Debian bookworm's Python 3.11, and its pin pylatexenc==2.10 ships no "
+                       "wheel, so it cannot be installed offline from wheels")
     # A baked CLI at a version the site has no layer for says which one it has (issue 23).
     settings.VERIFICATION_HARBOR_AGENTS = {"claude-code": []}
     agent, why = agents.resolve_site_agent(
