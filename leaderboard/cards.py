@@ -50,7 +50,7 @@ def _canvas(benchmark_slug: str) -> tuple[Image.Image, ImageDraw.ImageDraw]:
     return image, draw
 
 
-def agent_card(entry, benchmark_slug: str) -> bytes:
+def agent_card(entry, benchmark_slug: str, *, note: str = "") -> bytes:
     image, draw = _canvas(benchmark_slug)
     inner = WIDTH - 2 * MARGIN
     name, font = _fit(draw, entry.agent.display_name, 72, inner)
@@ -59,7 +59,7 @@ def agent_card(entry, benchmark_slug: str) -> bytes:
     draw.text((MARGIN, 410), f"success, 95% interval {entry.ci_low:.1%}–{entry.ci_high:.1%}",
               fill=TEXT, font=_font(40))
     draw.text((MARGIN, 480), f"{entry.successes}/{entry.attempts} attempts · rank {entry.rank} · "
-              f"{level_of(entry)}", fill=MUTED, font=_font(36))
+              f"{level_of(entry)}" + (f" · {note}" if note else ""), fill=MUTED, font=_font(36))
     return _png(image)
 
 

@@ -265,6 +265,13 @@ def top_entries(*, benchmark_version: BenchmarkVersion, n: int = 5) -> list[Lead
                 .select_related("agent").defer("task_rates").order_by("rank", "agent__slug")[:n])
 
 
+def submission_entry(*, submission_id: int) -> LeaderboardEntry | None:
+    """The leaderboard row of a published submission (withdrawn or unpublished: none)."""
+    return (LeaderboardEntry.objects.filter(submission_id=submission_id,
+                                            submission__status="published")
+            .select_related("agent", "benchmark_version").defer("task_rates").first())
+
+
 def entry_get(*, benchmark_version: BenchmarkVersion, agent_slug: str) -> LeaderboardEntry | None:
     """One entry with its categories and cells (``cell_rows``, in task order). Three
     queries."""

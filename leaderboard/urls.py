@@ -16,6 +16,7 @@ urlpatterns = [
     path("badge/<slug:slug>.svg", views.show_badge, name="badge"),
     path("card/leaderboard.png", views.show_leaderboard_card, name="card-leaderboard"),
     path("card/agents/<slug:slug>.png", views.show_agent_card, name="card-agent"),
+    path("card/submissions/<int:pk>.png", views.show_submission_card, name="card-submission"),
     path("methods/", views.show_methods, name="methods"),
     path("changelog/", views.show_changelog, name="changelog"),
     path("downloads/", views.show_downloads, name="downloads"),

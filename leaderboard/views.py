@@ -352,6 +352,19 @@ def show_agent_card(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_GET
+def show_submission_card(request: HttpRequest, pk: int) -> HttpResponse:
+    """A published submission's link-preview image (its leaderboard row's figures); a 404 for
+    any other submission, which is not public."""
+    entry = selectors.submission_entry(submission_id=pk)
+    if entry is None:
+        raise Http404("no published submission")
+    response = _png(cards.agent_card(entry, entry.benchmark_version.slug,
+                                     note=f"submission {pk}"))
+    response["Cache-Control"] = "public, max-age=300"
+    return response
+
+
+@require_GET
 @cached_response
 def show_citation(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     """The agent page's citation as a file: BibTeX (.bib) or Citation File Format (.cff)."""

@@ -194,3 +194,10 @@ def infra_claims(*, submission: Submission) -> list[dict]:
             "created_at", "pk"):
         latest[check.trial_id] = check
     return [{"trial": t, "check": latest.get(t.pk)} for t in trials]
+
+
+def published_entry(*, submission):
+    """The leaderboard row of a published submission (its citation and card), else None."""
+    if submission.status != SubmissionStatus.PUBLISHED:
+        return None
+    return submission.entries.select_related("agent", "benchmark_version").first()

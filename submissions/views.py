@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from submissions import citation
 from submissions import client as submit_client
 from submissions import selectors, services
 from submissions.api import submission_status_payload
@@ -201,7 +202,25 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "screened": selectors.screened_count(submission=submission),
         "infra": (infra := selectors.infra_claims(submission=submission)),
         "infra_confirmed": sum(c["trial"].infra_confirmed for c in infra),
+        "share": _submission_share(request, submission),
     })
+
+
+def _submission_share(request: HttpRequest, submission) -> dict | None:
+    """A published submission's citation and link-preview card (nothing before it is public:
+    an unpublished submission is seen by its owner and the maintainers only)."""
+    entry = selectors.published_entry(submission=submission)
+    if entry is None:
+        return None
+    slug = entry.benchmark_version.slug
+    page = request.build_absolute_uri(reverse("submission-status", args=[submission.pk]))
+    facts = citation.citation_facts(entry, benchmark_slug=slug, url=page)
+    query = f"?benchmark={slug}"
+    return {"bibtex": citation.bibtex(facts),
+            "bib_url": reverse("agent-cite", args=[entry.agent.slug, "bib"]) + query,
+            "cff_url": reverse("agent-cite", args=[entry.agent.slug, "cff"]) + query,
+            "card_url": reverse("card-submission", args=[submission.pk]),
+            "rate": entry.success_rate, "level": citation.level_of(entry)}
 
 
 @staff_required

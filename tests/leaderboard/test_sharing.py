@@ -155,3 +155,27 @@ def test_a_card_draws_a_long_name_within_the_image(demo_bv):
     with Image.open(BytesIO(data)) as image:  # nothing drawn in the right margin
         strip = image.convert("RGB").crop((1200 - cards.MARGIN + 8, 0, 1200, 600))
         assert set(strip.get_flattened_data()) == {cards.BACKGROUND}
+
+
+def test_a_published_submission_has_its_card_and_citation_and_no_other_does(client, demo_bv):
+    entry = demo_bv.entries.get(agent__display_name="Codex (GPT 5.5)")
+    pk = entry.submission_id
+    page = client.get(f"/submissions/{pk}/").content.decode()
+    assert (f'<meta property="og:image" content="http://testserver/card/submissions/{pk}.png">'
+            in page)
+    assert f"(submission {pk})" in page.split('property="og:title"')[1].split(">")[0]
+    cite = page.split('data-testid="cite-result"')[1].split("</section>")[0]
+    assert "verification level: reconstructed" in cite and f"submission {pk}" in cite
+    assert f'/agents/{entry.agent.slug}/cite.cff?benchmark=healthagentbench@1.0' in cite
+    card = client.get(f"/submissions/{pk}/".replace("/submissions/", "/card/submissions/")
+                      .rstrip("/") + ".png")
+    assert card.status_code == 200 and _png_size(card.content) == (1200, 630)
+    # Taken down, it is no longer public: no card, no citation.
+    from submissions.models import Submission
+
+    Submission.objects.filter(pk=pk).update(status="withdrawn")
+    try:
+        assert client.get(f"/card/submissions/{pk}.png").status_code == 404
+        assert client.get("/card/submissions/999999.png").status_code == 404
+    finally:  # the module's demo data is shared
+        Submission.objects.filter(pk=pk).update(status="published")
