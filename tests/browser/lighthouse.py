@@ -30,7 +30,22 @@ class Scores:
 
 
 def lighthouse(url: str, *, form_factor: str = "mobile",
-               categories: tuple[str, ...] = CATEGORIES, timeout_s: float = 180) -> Scores:
+               categories: tuple[str, ...] = CATEGORIES, timeout_s: float = 180,
+               attempts: int = 3) -> Scores:
+    """Scores of one run. Lighthouse itself sometimes fails to record a trace on a loaded
+    machine ("NO_NAVSTART", "NO_FCP"): such a run is repeated, up to ``attempts`` in all; the
+    last failure is raised."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _run(url, form_factor=form_factor, categories=categories, timeout_s=timeout_s)
+        except RuntimeError:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _run(url: str, *, form_factor: str, categories: tuple[str, ...],
+         timeout_s: float) -> Scores:
     if not BIN.exists():
         raise FileNotFoundError(f"lighthouse is missing ({BIN}): run `npm ci` at the repository "
                                 "root (scripts/run-tests does it)")
