@@ -100,7 +100,7 @@ def _record_cached(path: str, mtime: float) -> dict[str, PublishedTask]:
 def published_tasks() -> dict[str, PublishedTask]:
     """The configured record (settings.PUBLISHED_IMAGES_FILE; empty: none), re-read when the
     file changes. A configured file that is missing publishes nothing; a broken one raises."""
-    path = str(getattr(settings, "PUBLISHED_IMAGES_FILE", "") or "")
+    path = str(settings.PUBLISHED_IMAGES_FILE or "")
     return _record_cached(*_record_key(path)) if path else {}
 
 
@@ -124,7 +124,9 @@ def served_task_toml(text: str, image: str) -> str:
         served = f"{text[:match.end()]}\n{line}{text[match.end():]}"
     else:
         served = f"{text.rstrip(chr(10))}\n\n[environment]\n{line}\n"
-    assert tomllib.loads(served)["environment"]["docker_image"] == image  # noqa: S101
+    if tomllib.loads(served)["environment"].get("docker_image") != image:
+        raise PublishedImagesError(f"the [environment] table of this task.toml could not be "
+                                   f"given docker_image = {image!r}")
     return served
 
 

@@ -198,3 +198,19 @@ def test_intake_accepts_a_job_run_from_the_served_packages_only_while_they_are_p
     report = validate_submission(tree, meta, _spec(bv))
     assert [p for p in report.problems if p.code.startswith("task_")] == []
     assert report.ok, [p.as_dict() for p in report.problems]
+
+
+def test_manage_py_check_names_a_broken_or_missing_record(tmp_path, settings):
+    from evaluation.checks import published_images_readable
+
+    assert published_images_readable() == []  # nothing configured: nothing published
+    settings.PUBLISHED_IMAGES_FILE = str(tmp_path / "absent.json")
+    (warning,) = published_images_readable()
+    assert warning.id == "evaluation.W001" and "absent.json is missing" in warning.msg
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": 1, "tasks": {"ab": {"images": ["reg/a:latest"]}}}')
+    settings.PUBLISHED_IMAGES_FILE = str(broken)
+    (error,) = published_images_readable()
+    assert error.id == "evaluation.E003" and "must list its images by digest" in error.msg
+    settings.PUBLISHED_IMAGES_FILE = str(_record(tmp_path / "published-images.json"))
+    assert published_images_readable() == []
