@@ -314,6 +314,13 @@ REPOSITORY_URL = env.str("REPOSITORY_URL", default="")
 # REPOSITORY_URL, `harbor run -d <name>@<version> --registry-url <site>/registry.json` fetches
 # them at that commit; without, the paths are relative to a clone of the repository).
 REGISTRY_GIT_COMMIT = env.str("REGISTRY_GIT_COMMIT", default="")
+# Task images in an OCI registry (docs/images.md): the record `IMAGE_REGISTRY=... make images`
+# writes (each package's image by digest). Set, /registry.json names each package's image and
+# intake accepts jobs run from the served packages (`manage.py publish_packages`: task.toml with
+# Harbor's [environment].docker_image), which live at REGISTRY_GIT_URL (default REPOSITORY_URL)
+# at REGISTRY_GIT_COMMIT. Empty (the default): nothing published, Harbor builds locally.
+PUBLISHED_IMAGES_FILE = env.str("PUBLISHED_IMAGES_FILE", default="")
+REGISTRY_GIT_URL = env.str("REGISTRY_GIT_URL", default="")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "account"

@@ -3,13 +3,17 @@
 The synthetic judge (evaluation/judge/synthetic.py) is a rule for the synthetic benchmark, not
 an LLM: a production site (DEBUG off) configured with it would publish X-ray grades no judge
 gave. `manage.py check --deploy` (run in CI with DEBUG off) fails on it, and on the public
-default of the re-run sample's secret (VERIFICATION_SAMPLE_SECRET).
+default of the re-run sample's secret (VERIFICATION_SAMPLE_SECRET). `manage.py check` fails on
+a configured published-images record it cannot read (PUBLISHED_IMAGES_FILE: /registry.json and
+intake would fail on it).
 """
 
 from django.conf import settings
 from django.core.checks import Error, Tags, register
+from django.core.checks import Warning as CheckWarning
 
 from evaluation.judge.synthetic import SYNTHETIC_JUDGE_MODEL, is_synthetic
+from evaluation.published import PublishedImagesError, published_tasks
 
 
 @register(Tags.security, deploy=True)
@@ -36,3 +40,21 @@ def sample_secret_not_default(app_configs=None, **kwargs):
         hint="set VERIFICATION_SAMPLE_SECRET (or VERIFICATION_SAMPLE_SECRET_FILE) to a long "
              "random value kept private, e.g. `head -c 48 /dev/urandom | base64`",
         id="evaluation.E002")]
+
+
+@register()
+def published_images_readable(app_configs=None, **kwargs):
+    """A configured record that is not there publishes nothing (a warning); one that is broken
+    would make /registry.json and intake fail (an error)."""
+    path = settings.PUBLISHED_IMAGES_FILE
+    if not path:
+        return []
+    try:
+        tasks = published_tasks()
+    except PublishedImagesError as exc:
+        return [Error(str(exc), hint="rewrite it with `IMAGE_REGISTRY=... make images`, or "
+                      "unset PUBLISHED_IMAGES_FILE", id="evaluation.E003")]
+    if not tasks:
+        return [CheckWarning(f"PUBLISHED_IMAGES_FILE={path} is missing or names no task image: "
+                             "/registry.json names none", id="evaluation.W001")]
+    return []

@@ -8,12 +8,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Lower
 from django.utils import timezone
 
 from evaluation import screen as screen_rules
 from evaluation.models import BenchmarkTask, BenchmarkVersion, Category
+from evaluation.published import published_image
 from leaderboard.filters import EntryFilters, EntryFilterSet
 from leaderboard.models import (
     AggregateVersion,
@@ -46,6 +48,29 @@ def public_registry_versions() -> list[BenchmarkVersion]:
     return [bv for bv in versions.order_by("name", "version")
             if bv.tasks.all() and all(t.package_path and not t.package_path.startswith("/")
                                       for t in bv.tasks.all())]
+
+
+def registry_datasets() -> list[dict]:
+    """Harbor's registry format (a JSON array of datasets) for the public benchmark versions:
+    each task fetched from REGISTRY_GIT_URL (default REPOSITORY_URL) at REGISTRY_GIT_COMMIT.
+    A task whose package has a published image (evaluation/published.py) also names it as
+    ``docker_image``: a key Harbor ignores (the served task.toml carries it), listed for the
+    submitter and for checking. Two queries."""
+    git_url = settings.REGISTRY_GIT_URL or settings.REPOSITORY_URL or None
+    datasets = []
+    for bv in public_registry_versions():
+        tasks = []
+        for t in bv.tasks.all():
+            entry = {"name": t.name.replace("/", "-", 1), "git_url": git_url,
+                     "git_commit_id": settings.REGISTRY_GIT_COMMIT or None,
+                     "path": t.package_path}
+            if image := published_image(t.content_digest):
+                entry["docker_image"] = image
+            tasks.append(entry)
+        datasets.append({"name": bv.name, "version": bv.version,
+                         "description": bv.title or bv.description, "tasks": tasks,
+                         "metrics": [{"type": "mean", "kwargs": {}}]})
+    return datasets
 
 
 def benchmark_version_get(*, slug: str | None) -> BenchmarkVersion:

@@ -450,14 +450,6 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_GET
 def show_registry(request: HttpRequest) -> JsonResponse:
     """Harbor's registry format (a JSON array of datasets) for the public benchmark versions:
-    those whose task packages all live in this repository (licensed sources are never listed)."""
-    datasets = []
-    for bv in selectors.public_registry_versions():
-        tasks = [{"name": f"{t.name.split('/')[0]}-{t.name.split('/')[1]}",
-                  "git_url": settings.REPOSITORY_URL or None,
-                  "git_commit_id": settings.REGISTRY_GIT_COMMIT or None,
-                  "path": t.package_path} for t in bv.tasks.all()]
-        datasets.append({"name": bv.name, "version": bv.version,
-                         "description": bv.title or bv.description, "tasks": tasks,
-                         "metrics": [{"type": "mean", "kwargs": {}}]})
-    return JsonResponse(datasets, safe=False)
+    those whose task packages all live in this repository (licensed sources are never listed),
+    naming each task's published image when there is one (docs/images.md)."""
+    return JsonResponse(selectors.registry_datasets(), safe=False)

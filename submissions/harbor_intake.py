@@ -14,6 +14,7 @@ from django.conf import settings
 
 from evaluation.agents import SITE_AGENTS, is_site_agent
 from evaluation.models import BenchmarkVersion
+from evaluation.published import served_digests
 from evaluation.task_specs import load_task_package
 from submissions.flags import FLAG_NO_CLAIMED_GRADE
 from submissions.harbor import site_grades_alone
@@ -76,16 +77,22 @@ def _metadata(tree: Path, metadata_text: str, out: CheckedUpload):
 
 
 def _spec(bv: BenchmarkVersion):
-    tasks, checksums, outputs = {}, {}, {}
+    tasks, checksums, outputs, served = {}, {}, {}, {}
     for t in bv.tasks.all():
         tasks[t.name] = t.content_digest
         package_dir = Path(settings.BASE_DIR) / t.package_path
         if t.package_path and package_dir.is_dir():
             package = load_task_package(package_dir)
             outputs[t.name] = package.manifest.metadata.submission_path
-            checksums[t.name] = frozenset({harbor_task_checksum(package_dir)})
+            # The packages served to `harbor run -d` (task.toml naming the published image)
+            # are this package too: their Harbor digests are accepted beside its own.
+            also = (served_digests(package_dir, t.content_digest)
+                    if package.content_digest == t.content_digest else set())
+            served[t.name] = frozenset(digest for digest, _ in also)
+            checksums[t.name] = frozenset({harbor_task_checksum(package_dir)}
+                                          | {checksum for _, checksum in also})
     return BenchmarkSpec(slug=bv.slug, attempts_per_task=bv.attempts_per_task, tasks=tasks,
-                         checksums=checksums, outputs=outputs)
+                         checksums=checksums, outputs=outputs, served=served)
 
 
 def submittable_benchmark_versions() -> list[BenchmarkVersion]:

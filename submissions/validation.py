@@ -81,7 +81,9 @@ class BenchmarkSpec:
     ``result.json`` ``task_checksum`` (a dirhash of the task directory; the only identity
     Harbor 0.1.x records; see ``harbor_task_checksum``). ``outputs``: task -> the agent's output
     path in the container (``[metadata].submission_path``; a trailing ``/`` = a directory);
-    tasks not listed use ``/workspace/submission.json``.
+    tasks not listed use ``/workspace/submission.json``. ``served``: task -> content digests
+    of the packages the site serves for it besides the committed one (the same package naming
+    its published image: evaluation/published.py), accepted as the task's.
     """
 
     slug: str  # "name@version"
@@ -89,6 +91,7 @@ class BenchmarkSpec:
     tasks: dict[str, str]
     checksums: dict[str, frozenset[str]] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
+    served: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -120,6 +123,10 @@ class BenchmarkSpec:
             out[name.replace("/", "-")] = name
             out[f"{self.name}/{name.replace('/', '-')}"] = name
         return out
+
+    def digest_accepted(self, task: str, digest: str) -> bool:
+        """``digest`` is the content of ``task`` in this version (committed or served)."""
+        return digest == self.tasks[task] or digest in self.served.get(task, ())
 
     def output_for(self, task: str) -> str:
         return self.outputs.get(task) or DEFAULT_OUTPUT
@@ -322,7 +329,7 @@ def _check_tasks(spec: BenchmarkSpec, trials: list[ParsedTrial], problems: list[
         accepted = set(spec.checksums.get(task, ()))
         compared, ok = False, True
         if trial.task_digest:
-            compared, ok = True, trial.task_digest == expected
+            compared, ok = True, spec.digest_accepted(task, trial.task_digest)
         if trial.task_checksum and accepted:
             compared, ok = True, ok and trial.task_checksum in accepted
         elif trial.task_checksum and not compared:
@@ -514,7 +521,7 @@ def _check_job_lock_tasks(spec: BenchmarkSpec, job, problems: list[Problem]) -> 
             missing.add(resolved)
             continue
         digest = digest.strip().removeprefix("sha256:")
-        if digest != spec.tasks[resolved]:
+        if not spec.digest_accepted(resolved, digest):
             wrong.setdefault(resolved, digest)
     for name in sorted(unknown):
         problems.append(Problem("task_unknown", path,

@@ -75,6 +75,12 @@ SKIPPED = {
                                                            "reconstruction_spread.csv (tests/"
                                                            "leaderboard/test_reconstruction_"
                                                            "spread.py runs its code path)",
+    r"^IMAGE_REGISTRY=\S+ make images$": "Docker and a registry (tests/evaluation/"
+                                           "test_registry_journey.py runs it)",
+    r"^\.venv/bin/python manage\.py publish_packages\b": "the record a push writes (tests/"
+                                                       "evaluation/test_registry_journey.py)",
+    r"^python3 hab-submit\.py metadata jobs/\*/ > metadata\.yaml$": "needs Harbor's jobs/ (the "
+        "registry journey runs it on real ones)",
     r"^docker compose ": "Docker",
     r"^cp \.env\.example \.env$": "compose set-up (make run writes .env itself)",
     r"^\.venv/bin/python manage\.py \.\.\.$": "prose: any management command",

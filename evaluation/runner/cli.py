@@ -24,6 +24,7 @@ from evaluation.runner.engine import (
 )
 from evaluation.runner.harnesses import build_harness_image
 from evaluation.runner.images import build_task_image, prune_task_images, task_image_tag
+from evaluation.runner.publish import PublishError, publish_images
 from evaluation.runner.reaper import reap_stale
 from evaluation.task_sources import task_source_dirs
 
@@ -52,6 +53,16 @@ def discover_tasks(tasks_dir: Path | None = None) -> list[Path]:
     return sorted(p.parent.parent for root in roots for p in root.glob("*/*/environment/Dockerfile"))
 
 
+def _push_images(args) -> int:
+    try:
+        publish_images(args.registry, args.record, harnesses=tuple(args.harness),
+                       base_only=args.base_only)
+    except (PublishError, InfrastructureError) as exc:
+        print(f"FAIL  push to {args.registry}: {exc}")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluation.runner")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -70,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     bi = sub.add_parser("base-image", help="this checkout's base image: its content tag, "
                         "digest or grader files (scripts/build-images asks; no Docker)")
     bi.add_argument("what", choices=["tag", "digest", "files"])
+    p = sub.add_parser("push-images", help="push the base, task and named harness images to an "
+                       "OCI registry and write the published-images record")
+    p.add_argument("--registry", required=True, help="host[:port][/path] (IMAGE_REGISTRY)")
+    p.add_argument("--record", type=Path, required=True)
+    p.add_argument("--harness", action="append", default=[])
+    p.add_argument("--base-only", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
@@ -79,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(base_image_tag() if args.what == "tag" else base_image_digest())
         return 0
+    if args.cmd == "push-images":
+        return _push_images(args)
     if args.cmd == "status":
         print(json.dumps(engine_status(), indent=2))
         return 0
