@@ -58,6 +58,13 @@ def test_the_site_serves_the_client_the_submit_page_names_by_version_and_sha256(
     assert f"# {digest}" in download.splitlines()[1]
 
 
+def test_the_clients_placeholder_is_the_one_the_site_refuses():
+    """The client cannot import the site (it is one standalone file): its marker is pinned here."""
+    from submissions.metadata import PLACEHOLDER
+
+    assert submit_client.TODO == PLACEHOLDER
+
+
 def test_the_client_is_one_standard_library_file():
     """What it imports is the standard library's: it runs where only Python is."""
     source = (REPO / "submissions" / "client.py").read_text()
