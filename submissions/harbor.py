@@ -87,6 +87,52 @@ MAX_TRIALS = 5000
 MAX_MESSAGE_CHARS = 2000
 MAX_NAME_CHARS = 1000
 
+# The Harbor releases whose job directories the site accepts (issue 27, point 3). Every release
+# in TESTED_HARBOR_RELEASES ran the oracle and a failing scripted agent over the synthetic tasks
+# and its jobs were uploaded and verified (tests/submissions/test_harbor_releases.py, marker
+# harbor_releases); the figures are in docs/submitting.md#harbor-releases. Older releases are
+# refused with `harbor_release_unsupported`; a newer release than the newest tested is accepted
+# (its jobs pass every other check or are refused by them).
+OLDEST_ACCEPTED_HARBOR = "0.13.0"
+TESTED_HARBOR_RELEASES = ("0.13.0", "0.17.0", "0.20.0", "0.25.0", "0.26.0")
+# Why the last 0.1.x cannot run these tasks (found by the matrix; its message to the submitter).
+HARBOR_0_1_REASON = (
+    "Harbor 0.1.45, the last 0.1.x, cannot run these tasks: its mean metric takes a reward.json "
+    "of exactly one key, the tasks' verifiers write the reward with its sub-scores, and the job "
+    "stops without its result.json")
+
+
+def harbor_release_key(version: str) -> tuple[int, ...] | None:
+    """(major, minor, patch) of a Harbor version string ("0.20.1.dev2026..." -> (0, 20, 1));
+    None when it does not start with numbers."""
+    parts = []
+    for piece in version.strip().split(".")[:3]:
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts) if parts else None
+
+
+def harbor_release_problem(job_dir: str, version: str | None) -> Problem | None:
+    """``harbor_release_unsupported`` for a job written by a release the site does not accept:
+    one with no lock.json (Harbor writes one from 0.7 on; 0.1.x wrote none) or a lock.json
+    naming a release before OLDEST_ACCEPTED_HARBOR. The message names the accepted releases."""
+    accepted = (f"The site accepts jobs written by Harbor {OLDEST_ACCEPTED_HARBOR} or later "
+                f"(tested: {', '.join(TESTED_HARBOR_RELEASES)}); upgrade with "
+                "`pip install -U harbor` and run the job again.")
+    if version is None:
+        return Problem("harbor_release_unsupported", f"{job_dir}/lock.json",
+                       "no lock.json: this job was written by a Harbor release older than 0.7 "
+                       f"(the 0.1.x line). {HARBOR_0_1_REASON}. {accepted}")
+    key = harbor_release_key(version)
+    if key is not None and key >= harbor_release_key(OLDEST_ACCEPTED_HARBOR):
+        return None
+    return Problem("harbor_release_unsupported", f"{job_dir}/lock.json",
+                   f"lock.json says Harbor {version[:40]!r} wrote this job, a release the site "
+                   f"does not accept. {accepted}")
+
+
 # Directories directly under a job directory that are never trials.
 NON_TRIAL_DIRS = frozenset({"__MACOSX", ".git"})
 
@@ -586,21 +632,32 @@ def _read_reward_files(root: Path, trial_dir: Path, trial: ParsedTrial,
 
 
 def expected_output_locations(trial: ParsedTrial, container_path: str) -> list[str]:
-    """Tree-relative places where the collected copy of ``container_path`` may be: the
-    manifest's ``ok`` destination, then Harbor's mirrored path ``artifacts/<path>``."""
+    """Tree-relative places where the collected copy of ``container_path`` may be."""
+    return output_locations(trial.trial_dir, trial.manifest, container_path)
+
+
+def output_locations(trial_dir: str, manifest: list, container_path: str) -> list[str]:
+    """Places (under ``trial_dir``) where Harbor collected ``container_path``: the artifacts
+    manifest's ``ok`` destination first, then the mirrored path ``artifacts/<path>``. Releases
+    differ: 0.1.x and 0.13 keep only the base name (``/workspace/output`` at
+    ``artifacts/output``), 0.2x mirror the whole path (``artifacts/workspace/output``); the
+    manifest says which. Used by the intake (which output was collected) and by verification
+    (which stored files it grades), so both read the same place."""
     clean = PurePosixPath("/" + container_path.strip().lstrip("/"))
     if ".." in clean.parts:
         return []
     wanted = clean.as_posix().rstrip("/") or "/"
     places = []
-    for entry in trial.manifest:
+    for entry in manifest if isinstance(manifest, list) else []:
+        if not isinstance(entry, dict):
+            continue
         source = str(entry.get("source") or "").rstrip("/")
         dest = entry.get("destination")
         if source == wanted and entry.get("status", "ok") == "ok" and isinstance(dest, str):
             dest_path = PurePosixPath(dest)
             if not dest_path.is_absolute() and ".." not in dest_path.parts:
-                places.append(f"{trial.trial_dir}/{dest_path.as_posix()}")
-    places.append(f"{trial.trial_dir}/artifacts{wanted}")
+                places.append(f"{trial_dir}/{dest_path.as_posix()}")
+    places.append(f"{trial_dir}/artifacts{wanted}")
     return list(dict.fromkeys(places))
 
 

@@ -14,6 +14,8 @@ reading the tree (submissions.harbor): ``no_job_directories``, ``job_config_inva
 lists trials, or counts more trials, than were uploaded: no picking the best attempts), ``config_missing``, ``config_invalid``,
 ``result_missing``, ``result_invalid``, ``lock_invalid``, ``manifest_invalid``,
 ``reward_invalid``, ``too_many_trials``;
+Harbor release: ``harbor_release_unsupported`` (no lock.json, or one naming a release before
+``submissions.harbor.OLDEST_ACCEPTED_HARBOR``; the message names the accepted releases);
 metadata: ``metadata_missing``, ``metadata_syntax``, ``metadata_encoding``,
 ``metadata_too_large``, ``metadata_too_complex``, ``metadata_yaml_alias``, ``metadata_invalid``,
 ``benchmark_mismatch``, ``metadata_model_mismatch``, ``metadata_harness_mismatch``,
@@ -52,6 +54,7 @@ from submissions.atif_check import validate_trajectory
 from submissions.harbor import (
     find_output,
     find_overrides,
+    harbor_release_problem,
     number_attempts,
     parse_tree,
     site_grades_alone,
@@ -229,6 +232,9 @@ def validate_submission(tree_root: Path | str, metadata: SubmissionMetadata | No
     if metadata is not None and agent is not None:
         _check_metadata_agreement(metadata, agent, trials, problems)
     for job in parsed.jobs:
+        release = harbor_release_problem(job.job_dir, job.harbor_version)
+        if release is not None:
+            problems.append(release)
         _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
         _check_job_lock(job, problems)
         _check_job_lock_tasks(spec, job, problems)
@@ -293,6 +299,9 @@ def validate_jobs(tree_root: Path | str) -> list[Problem]:
     parsed: ParsedTree = parse_tree(root)
     problems: list[Problem] = list(parsed.problems)
     for job in parsed.jobs:
+        release = harbor_release_problem(job.job_dir, job.harbor_version)
+        if release is not None:
+            problems.append(release)
         _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
         _check_job_lock(job, problems)
     for trial in parsed.trials:

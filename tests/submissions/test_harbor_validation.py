@@ -10,7 +10,7 @@ import shutil
 import sys
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -71,15 +71,26 @@ def _codes(report) -> set[str]:
     return {p.code for p in report.problems}
 
 
+def _other_problems(report, harbor_version: str = "0.25.0") -> list:
+    """The problems besides the release check: a job of Harbor 0.1.x (no lock.json) is refused
+    as `harbor_release_unsupported` once per job; the parser still reads the rest of it, and the
+    tests of that shape check every other rule on it."""
+    release = [p for p in report.problems if p.code == "harbor_release_unsupported"]
+    assert len(release) == (1 if harbor_version.startswith("0.1.") else 0), release
+    return [p for p in report.problems if p.code != "harbor_release_unsupported"]
+
+
 # ------------------------------------------------------------------ valid submissions
 
 
 @pytest.mark.parametrize("harbor_version", ["0.25.0", "0.1.18"])
 def test_complete_submission_validates_without_problems(tmp_path, spec, harbor_version):
+    """A Harbor 0.25 job is accepted; a 0.1.x job is read as completely but refused for its
+    release alone (test_jobs_of_harbor_releases_before_0_13_are_refused_naming_the_accepted)."""
     _build(tmp_path, spec, harbor_version=harbor_version)
     report = validate_submission(tmp_path, _meta(), spec)
-    assert report.problems == []
-    assert report.ok
+    assert _other_problems(report, harbor_version) == []
+    assert report.ok == (harbor_version == "0.25.0")
     assert len(report.trials) == 21
     assert report.agent_config.name == "codex"
     assert report.agent_config.model_name == MODEL
@@ -282,10 +293,11 @@ def test_agent_override_keys_of_both_generations(tmp_path, spec):
     edit_json(job.trial(t[0], 3) / "config.json",
               lambda d: d["environment"].update({"override_cpus": 8}))
     report = validate_submission(tmp_path, _meta(), spec)
-    messages = sorted(p.message.split(" is set")[0] for p in report.problems)
+    others = _other_problems(report, "0.1.18")
+    messages = sorted(p.message.split(" is set")[0] for p in others)
     assert messages == ["agent.max_timeout_sec", "agent.override_timeout_sec",
                         "environment.override_cpus"]
-    assert _codes(report) == {"override"}
+    assert {p.code for p in others} == {"override"}
 
 
 def test_reward_file_disagreeing_with_result_is_reported(tmp_path, spec):
@@ -304,7 +316,7 @@ def test_reward_read_from_reward_files_when_result_has_none(tmp_path, spec):
     (trial / "verifier" / "reward.json").unlink()
     (trial / "verifier" / "reward.txt").write_text("0\n")
     report = validate_submission(tmp_path, _meta(), spec)
-    assert report.problems == []
+    assert _other_problems(report, "0.1.18") == []
     parsed = next(x for x in report.trials if x.trial_name == trial.name)
     assert parsed.reward == 0.0 and parsed.outcome == FAILED
     assert parsed.reward_source.endswith("verifier/reward.txt")
@@ -711,13 +723,13 @@ def test_a_failed_trial_without_output_is_accepted_only_when_collection_says_so(
     assert parsed.artifact_paths == [] and parsed.outcome == FAILED
 
 
-def test_harbor_01_failed_trial_without_artifacts_folder_is_accepted(tmp_path, spec):
+def test_harbor_01_failed_trial_without_artifacts_folder_needs_no_artifact(tmp_path, spec):
     t = sorted(spec.tasks)
     job = _build(tmp_path, spec, harbor_version="0.1.18", rewards={t[0]: [0.0, 1.0, 1.0]})
     shutil.rmtree(job.trial(t[0], 1) / "artifacts")
     shutil.rmtree(job.trial(t[0], 2) / "artifacts")
     report = validate_submission(tmp_path, _meta(), spec)
-    assert [(p.code, p.path) for p in report.problems] == [(
+    assert [(p.code, p.path) for p in _other_problems(report, "0.1.18")] == [(
         "artifact_missing",
         f"{job.trial(t[0], 2).relative_to(tmp_path).as_posix()}/artifacts/workspace/"
         "submission.json")]
@@ -792,17 +804,18 @@ def test_fixture_is_accepted_by_the_real_harbor_models(tmp_path, spec):
 @pytest.mark.parametrize("harbor_version", ["0.25.0", "0.1.18"])
 def test_retrying_agent_failures_is_reported(tmp_path, spec, harbor_version):
     job = _build(tmp_path, spec, harbor_version=harbor_version)
-    assert validate_submission(tmp_path, _meta(), spec).problems == []  # defaults: no retries
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert _other_problems(report, harbor_version) == []  # defaults: no retries
 
     def best_of_three(doc):
         retry = doc["retry"] if "retry" in doc else doc["orchestrator"]["retry"]
         retry.update({"max_retries": 2, "exclude_exceptions": ["VerifierTimeoutError"]})
 
     edit_json(job.job_dir / "config.json", best_of_three)
-    report = validate_submission(tmp_path, _meta(), spec)
-    assert [(p.code, p.path) for p in report.problems] == [
+    others = _other_problems(validate_submission(tmp_path, _meta(), spec), harbor_version)
+    assert [(p.code, p.path) for p in others] == [
         ("retry_policy", f"{job.job_dir.name}/config.json")]
-    assert "NonZeroAgentExitCodeError" in report.problems[0].message
+    assert "NonZeroAgentExitCodeError" in others[0].message
 
 
 def test_error_policy_overrides_are_reported(tmp_path, spec):
@@ -1003,7 +1016,35 @@ def test_a_result_json_checksum_of_other_task_content_is_refused(tmp_path, spec)
     edit_json(job.trial(_first(spec), 1) / "result.json",
               lambda d: d.update({"task_checksum": "ef" * 32}))
     report = validate_submission(tmp_path, _meta(), spec)
-    assert [p.code for p in report.problems] == ["task_digest_mismatch"]
+    assert [p.code for p in _other_problems(report, "0.1.18")] == ["task_digest_mismatch"]
+
+
+@pytest.mark.parametrize(("lock_version", "refused"), [
+    (None, True),  # no lock.json: Harbor 0.1.x
+    ("0.9.0", True), ("0.12.9", True), ("unknown", True),
+    ("0.13.0", False), ("0.20.1.dev202607190128", False), ("0.26.0", False), ("1.0.0", False),
+])
+def test_jobs_of_harbor_releases_before_0_13_are_refused_naming_the_accepted(
+        tmp_path, spec, lock_version, refused):
+    """Issue 27, point 3: the release matrix (tests/submissions/test_harbor_releases.py) ran
+    0.13.0 to 0.26.0; the last 0.1.x cannot run these tasks. A job of an older release is refused
+    with one problem on its lock.json that says why and names the accepted releases."""
+    job = _build(tmp_path, spec, harbor_version="0.25.0")
+    lock = job.job_dir / "lock.json"
+    if lock_version is None:
+        lock.unlink()
+    else:
+        edit_json(lock, lambda d: d["harbor"].update({"version": lock_version}))
+    report = validate_submission(tmp_path, _meta(), spec)
+    release = [p for p in report.problems if p.code == "harbor_release_unsupported"]
+    assert [p.path for p in release] == ([f"{job.job_dir.name}/lock.json"] if refused else [])
+    assert report.ok is not refused
+    if refused:
+        message = release[0].message
+        assert ("Harbor 0.13.0 or later (tested: 0.13.0, 0.17.0, 0.20.0, 0.25.0, 0.26.0)"
+                in message and "pip install -U harbor" in message)
+        assert ("Harbor 0.1.45, the last 0.1.x, cannot run these tasks" in message) == (
+            lock_version is None)
 
 
 def test_the_job_lock_must_lock_only_tasks_of_the_version_with_their_digests(tmp_path, spec):
@@ -1050,3 +1091,35 @@ def test_every_harbor_rule_broken_at_once_is_one_report(tmp_path, spec):
     expected |= {("attempts_missing", tasks[4]), ("job_trials_missing", f"{JOB}/result.json")}
     report = validate_submission(tmp_path, _meta(), spec)
     assert {(p.code, p.path) for p in report.problems} == expected
+
+
+def _base_name_layout(trial: Path) -> None:
+    """Rewrite a trial's artifacts as Harbor 0.1.x and 0.13 collect them: each path at
+    artifacts/<base name>, the manifest saying so (0.2x mirror the whole path)."""
+    artifacts = trial / "artifacts"
+    manifest = json.loads((artifacts / "manifest.json").read_text())
+    for entry in manifest:
+        source = entry["source"].rstrip("/")
+        mirrored = artifacts / source.lstrip("/")
+        if entry.get("status") == "ok" and mirrored.exists() and source.startswith("/workspace"):
+            target = artifacts / PurePosixPath(source).name
+            mirrored.rename(target)
+            entry["destination"] = f"artifacts/{target.name}"
+    shutil.rmtree(artifacts / "workspace", ignore_errors=True)
+    (artifacts / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_outputs_collected_at_their_base_name_are_found_where_the_manifest_says(tmp_path, spec):
+    """Harbor 0.1.x and 0.13 keep a collected path under its base name (found by the release
+    matrix: /workspace/output at artifacts/output); the manifest is the authority, for the
+    intake here and for verification (tests/submissions/test_verification_outputs.py)."""
+    job = _build(tmp_path, spec)
+    for trial in job.all_trials():
+        _base_name_layout(trial)
+    report = validate_submission(tmp_path, _meta(), spec)
+    assert report.problems == []
+    for trial in report.trials:
+        (artifact,) = trial.artifact_paths
+        name = PurePosixPath(spec.outputs[trial.spec_task].rstrip("/")).name
+        assert artifact.rstrip("/").endswith(f"/artifacts/{name}"), artifact
+        assert not (tmp_path / trial.trial_dir / "artifacts" / "workspace").exists()

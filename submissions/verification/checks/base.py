@@ -25,6 +25,7 @@ from django.db.models.functions import Greatest
 from evaluation import agents, graders, runner
 from evaluation.judge import cache as judging
 from evaluation import screen as screen_rules
+from submissions.harbor import MAX_CONFIG_BYTES, output_locations
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
     CheckKind,
@@ -102,11 +103,14 @@ def _storage_copy(name: str, dest: Path, budget: list[int]) -> int:
 def materialize_outputs(trial: Trial, task_dir: Path, dest: Path) -> dict:
     """Copy the trial's submitted declared outputs (only those) from storage to dest/<path>.
 
-    Harbor mirrors a collected container path P at <trial_dir>/artifacts/P; `artifact_paths`
-    entries (relative to the stored tree or to the trial directory) are tried first.
+    `artifact_paths` entries (relative to the stored tree or to the trial directory) ending in
+    the path are tried first, then where the trial's stored artifacts manifest says Harbor put
+    it, then Harbor's mirrored path <trial_dir>/artifacts/P (submissions.harbor.
+    output_locations, the intake's rule).
     """
     prefix = (trial.submission.files_prefix or "").rstrip("/")
     trial_dir = (trial.trial_dir or "").strip("/")
+    manifest = _stored_manifest(f"{prefix}/{trial_dir}/artifacts/manifest.json".lstrip("/"))
     found, missing = [], []
     budget = [runner.DEFAULT_OUTPUT_CAP_BYTES]
     for out in runner.declared_outputs(task_dir):
@@ -116,7 +120,7 @@ def materialize_outputs(trial: Trial, task_dir: Path, dest: Path) -> dict:
             ap = str(ap).strip("/")
             if ap == rel or ap.endswith("/" + rel):
                 candidates += [ap, f"{trial_dir}/{ap}"]
-        candidates.append(f"{trial_dir}/artifacts/{rel}")
+        candidates += output_locations(trial_dir, manifest, out)
         for cand in candidates:
             pp = PurePosixPath(cand)
             if pp.is_absolute() or ".." in pp.parts:
@@ -127,6 +131,23 @@ def materialize_outputs(trial: Trial, task_dir: Path, dest: Path) -> dict:
         else:
             missing.append(out)
     return {"found": found, "missing": missing, "digest": outputs_digest(dest)}
+
+
+def _stored_manifest(name: str) -> list:
+    """A trial's stored artifacts/manifest.json (Harbor 0.13 on), or [] (none, unreadable, or
+    over the intake's cap for it)."""
+    try:
+        with default_storage.open(name, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, OSError):
+        return []
+    if len(data) > MAX_CONFIG_BYTES:
+        return []
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        return []
+    return manifest if isinstance(manifest, list) else []
 
 
 def outputs_digest(root: Path) -> str:
