@@ -19,28 +19,32 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-VENV = Path(os.environ.get("HARBOR_VENV", REPO / ".venv-harbor"))
 VENV_TIMEOUT_S = 900  # a cold install with pip takes about 1 to 1.5 minutes here
 
 
-def harbor_environment() -> dict[str, str]:
+def harbor_environment(release: str | None = None) -> dict[str, str]:
     """Environment in which `harbor` is the pinned CLI and `docker compose` is Compose v2
-    (creates .venv-harbor when needed; fails the test with the script's output otherwise)."""
+    (creates .venv-harbor when needed; fails the test with the script's output otherwise).
+    ``release``: an older Harbor of the release matrix instead (`scripts/harbor-venv --release`,
+    its venv outside the checkout)."""
     t0 = time.monotonic()
+    args = ["--release", release] if release else []
     try:
         done = subprocess.run(  # noqa: S603 - the repository's own script
-            [str(REPO / "scripts" / "harbor-venv")], cwd=REPO, capture_output=True, text=True,
-            timeout=VENV_TIMEOUT_S, check=False)
+            [str(REPO / "scripts" / "harbor-venv"), *args], cwd=REPO, capture_output=True,
+            text=True, timeout=VENV_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"scripts/harbor-venv took over {VENV_TIMEOUT_S} s: {exc}", pytrace=False)
     if done.returncode != 0:
         pytest.fail(f"scripts/harbor-venv failed (exit {done.returncode}):\n"
                     f"{done.stdout}{done.stderr}", pytrace=False)
     print(f"scripts/harbor-venv: {time.monotonic() - t0:.1f} s ({done.stdout.strip()})")
+    # The script prints the harbor it made ready, last: <venv>/bin/harbor [(cached)].
+    venv = Path(done.stdout.strip().splitlines()[-1].split()[0]).parents[1]
     env = dict(os.environ)
     env.update(
-        PATH=f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-        DOCKER_CONFIG=str(VENV / "docker-config"),
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        DOCKER_CONFIG=str(venv / "docker-config"),
         # LiteLLM (imported by Harbor) otherwise tries to download its model price list, with
         # retries, before the job ends; this machine has no route to it.
         LITELLM_LOCAL_MODEL_COST_MAP="True",
@@ -137,3 +141,20 @@ def run_all(cmds: dict[str, tuple[list[str], Path]], *, cwd: Path, env: dict[str
         log.close()
         print(f"{name}: exit {proc.returncode} in {runs[name].seconds:.1f} s")
     return runs
+
+
+def review_metadata(path: Path, answers: dict[str, str]) -> str:
+    """The submitter's review of the metadata.yaml that `hab-submit.py metadata` wrote: each
+    line still holding a TODO gets the answer for its key (``answers``; a key with no answer
+    fails the test). Returns the reviewed text, which holds no TODO any more."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if "TODO" in line and not line.startswith("#"):
+            key = line.split(":", 1)[0].strip()
+            assert key in answers, f"metadata.yaml asks for {key!r}: {line}"
+            line = f"{key}: {json.dumps(answers[key])}"
+        lines.append(line)
+    text = "\n".join(lines) + "\n"
+    path.write_text(text)
+    assert not [x for x in text.splitlines() if "TODO" in x and not x.startswith("#")], text
+    return text

@@ -37,7 +37,7 @@ import pytest
 from django.core.management import call_command
 
 from tests.evaluation import verification_support as vs
-from tests.harbor_cli import HarborRun, harbor_environment, run_all
+from tests.harbor_cli import HarborRun, harbor_environment, review_metadata, run_all
 from tests.leaderboard.test_browser import chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -168,13 +168,9 @@ def _metadata_with_the_served_client(page, work):
     text = (work / "metadata.yaml").read_text()
     assert 'harness: "oracle"' in text and 'harness_version: "1.0.0"' in text, text
     assert f'benchmark: "{SLUG}"' in text and "model_name: none" in text, text
-    reviewed = {"agent_display_name": AGENT_NAME, "agent_url": METADATA["agent_url"],
-                "agent_org_display_name": METADATA["agent_org_display_name"]}
-    lines = [f'{line.split(":", 1)[0]}: {json.dumps(reviewed[line.split(":", 1)[0]])}'
-             if "TODO" in line and not line.startswith("#") else line
-             for line in text.splitlines()]
-    (work / "metadata.yaml").write_text("\n".join(lines) + "\n")
-    assert "TODO:" not in (work / "metadata.yaml").read_text()
+    review_metadata(work / "metadata.yaml", {
+        "agent_display_name": AGENT_NAME, "agent_url": METADATA["agent_url"],
+        "agent_org_display_name": METADATA["agent_org_display_name"]})
 
 
 def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_reference_run(

@@ -42,7 +42,7 @@ from django.core.management import call_command
 from evaluation.published import read_record, served_digests
 from tests.evaluation import verification_support as vs
 from tests.evaluation.registry_support import ImageRegistry, SecondEngine
-from tests.harbor_cli import HarborRun, harbor_environment, run_all
+from tests.harbor_cli import HarborRun, harbor_environment, review_metadata, run_all
 
 pytestmark = [pytest.mark.registry, pytest.mark.docker]
 
@@ -260,12 +260,7 @@ def _metadata(base: str, work: Path) -> None:
                    cwd=work, env=bare, check=True, timeout=60)
     text = (work / "metadata.yaml").read_text()
     assert f'benchmark: "{SLUG}"' in text and 'harness: "oracle"' in text, text
-    lines = [f"{line.split(':', 1)[0]}: {json.dumps(REVIEWED[line.split(':', 1)[0]])}"
-             if "TODO" in line and not line.startswith("#") else line
-             for line in text.splitlines()]
-    (work / "metadata.yaml").write_text("\n".join(lines) + "\n")
-    assert "TODO" not in (work / "metadata.yaml").read_text().replace("# Review it, replace "
-                                                                      "every TODO", "")
+    review_metadata(work / "metadata.yaml", REVIEWED)
 
 
 @pytest.mark.django_db(transaction=True)
