@@ -39,7 +39,7 @@ import urllib.parse
 import uuid
 from pathlib import Path
 
-__version__ = "1.1.0"
+__version__ = "1.1.1"
 CHUNK = 1 << 20
 # Terminal states of a submission (a verdict, or the end of its life); "queued" with --until.
 DONE = {"verified", "consistent", "discrepancy", "failed", "published", "rejected", "refused",
@@ -195,6 +195,8 @@ def _job_facts(job: Path) -> dict:
     config = _json(job / "config.json")
     agents = config.get("agents") or ([config["agent"]] if config.get("agent") else [])
     agent = agents[0] if agents and isinstance(agents[0], dict) else {}
+    if not agent:  # Harbor 0.20 to 0.25 leave a default (the oracle) out of config.json
+        agent = _recorded_agent(job)
     harness = agent.get("name") or (agent.get("import_path") or "").rpartition(":")[2]
     versions, providers = set(), set()
     for result in sorted(job.glob("*/result.json")):
@@ -213,6 +215,19 @@ def _job_facts(job: Path) -> dict:
     return {"harness": harness, "model": agent.get("model_name") or "", "versions": versions,
             "providers": providers, "benchmarks": benchmarks,
             "harbor": (lock.get("harbor") or {}).get("version", "")}
+
+
+def _recorded_agent(job: Path) -> dict:
+    """The agent as the job's lock.json or a trial's result.json (full dumps) record it."""
+    lock = _json(job / "lock.json") if (job / "lock.json").is_file() else {}
+    for entry in lock.get("trials") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("agent"), dict):
+            return entry["agent"]
+    for result in sorted(job.glob("*/result.json")):
+        agent = (_json(result).get("config") or {}).get("agent")
+        if isinstance(agent, dict):
+            return agent
+    return {}
 
 
 def _yaml(value) -> str:

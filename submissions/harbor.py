@@ -509,12 +509,22 @@ def parse_trial(root: Path, trial_dir: Path, job_rel: str, harbor_version: str |
         except ValidationError:
             pass
 
+    # Harbor 0.20 to 0.25 write config.json without the fields left at their defaults (the
+    # oracle agent is no "agent" at all); result.json's full dump of the same config names it.
+    # Overrides are looked for in both (an edited config.json cannot hide one).
+    full = raw_result.get("config") if isinstance(raw_result.get("config"), dict) else {}
+    if config is not None and "agent" not in raw_config and isinstance(full.get("agent"), dict):
+        try:
+            config.agent = HarborTrialConfig.model_validate({"agent": full["agent"]}).agent
+        except ValidationError:
+            pass
+
     if config is not None:
         trial.agent = AgentSpec.from_config(config.agent)
         trial.timeout_multiplier = (config.timeout_multiplier
                                     if config.timeout_multiplier is not None else 1.0)
         trial.verifier_disabled = bool(config.verifier.disable)
-        trial.overrides = find_overrides(raw_config)
+        trial.overrides = {**find_overrides(full), **find_overrides(raw_config)}
         trial.task_path = (config.task.path or config.task.name or "")[:MAX_NAME_CHARS] or None
         if config.trial_name:
             trial.trial_name = config.trial_name[:200]

@@ -134,3 +134,41 @@ def test_the_client_says_its_version(tmp_path):
     done = subprocess.run([sys.executable, "-I", str(copy), "--version"],  # noqa: S603
                           capture_output=True, text=True, cwd=tmp_path, check=False)
     assert done.returncode == 0 and done.stdout.strip() == f"hab-submit {submit_client.__version__}"
+
+
+def _sparse_configs(job_dir: Path) -> None:
+    """Rewrite a job's config.json files as Harbor 0.20 to 0.25 write them: the fields left at
+    their defaults are left out, the agent with them when it is the default (found by the
+    release matrix, tests/submissions/test_harbor_releases.py). result.json and lock.json keep
+    their full dumps."""
+    import json
+
+    config = json.loads((job_dir / "config.json").read_text())
+    (job_dir / "config.json").write_text(json.dumps(
+        {k: config[k] for k in ("job_name", "jobs_dir", "datasets", "artifacts") if k in config}))
+    for trial in job_dir.glob("*/config.json"):
+        doc = json.loads(trial.read_text())
+        trial.write_text(json.dumps({k: doc[k] for k in ("task", "trial_name", "trials_dir",
+                                                         "artifacts", "job_id") if k in doc}))
+
+
+def test_sparse_configs_name_their_agent_from_the_full_dumps(tmp_path, spec):
+    """The client's metadata and the site's intake both read the agent from lock.json or
+    result.json when config.json leaves it out; an override is still found in result.json's
+    dump (an edited config.json cannot hide one)."""
+    import json
+
+    jobs = HarborJobBuilder(spec.tasks, attempts=3, agent="codex", model=MODEL).build(tmp_path)
+    _sparse_configs(jobs.job_dir)
+    text = _metadata([jobs.job_dir], "--benchmark", SLUG)
+    assert 'harness: "codex"' in text and f'model_name: "{MODEL}"' in text
+    report = validate_submission(tmp_path, parse_metadata(_filled(text)), spec)
+    assert report.problems == [] and report.agent_config.name == "codex"
+    assert {t.agent.name for t in report.trials} == {"codex"}
+    first = sorted(jobs.job_dir.glob("*/result.json"))[0]
+    doc = json.loads(first.read_text())
+    doc["config"]["agent"]["override_timeout_sec"] = 7200
+    first.write_text(json.dumps(doc))
+    report = validate_submission(tmp_path, parse_metadata(_filled(text)), spec)
+    assert [(p.code, p.message.split(" is set")[0]) for p in report.problems] == [
+        ("override", "agent.override_timeout_sec")]
