@@ -14,7 +14,7 @@ from django.conf import settings
 
 from evaluation.agents import SITE_AGENTS, is_site_agent
 from evaluation.models import BenchmarkVersion
-from evaluation.published import served_digests
+from evaluation.published import published_image, served_digests
 from evaluation.task_specs import load_task_package
 from submissions.flags import FLAG_NO_CLAIMED_GRADE
 from submissions.harbor import site_grades_alone
@@ -93,6 +93,24 @@ def _spec(bv: BenchmarkVersion):
                                           | {checksum for _, checksum in also})
     return BenchmarkSpec(slug=bv.slug, attempts_per_task=bv.attempts_per_task, tasks=tasks,
                          checksums=checksums, outputs=outputs, served=served)
+
+
+def served_run(bv: BenchmarkVersion) -> dict | None:
+    """What the Submit page needs to show `harbor run -d` for ``bv``: every task's package has
+    a published image (evaluation.published) and /registry.json points Harbor at the served
+    packages (REGISTRY_GIT_URL or REPOSITORY_URL, at REGISTRY_GIT_COMMIT). Returns the output
+    paths to collect (one --artifact each), or None: then the page shows the clone path."""
+    if not ((settings.REGISTRY_GIT_URL or settings.REPOSITORY_URL) and settings.REGISTRY_GIT_COMMIT):
+        return None
+    outputs: set[str] = set()
+    for t in bv.tasks.all():
+        package_dir = Path(settings.BASE_DIR) / (t.package_path or "")
+        if not (t.package_path and published_image(t.content_digest)
+                and (package_dir / "task.toml").is_file()):
+            return None
+        path = load_task_package(package_dir).manifest.metadata.submission_path
+        outputs.add(path.rstrip("/") or path)
+    return {"artifacts": sorted(outputs, key=lambda p: (p != "/workspace/submission.json", p))}
 
 
 def submittable_benchmark_versions() -> list[BenchmarkVersion]:

@@ -25,7 +25,7 @@ from submissions import client as submit_client
 from submissions import selectors, services
 from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
-from submissions.harbor_intake import submittable_benchmark_versions
+from submissions.harbor_intake import served_run, submittable_benchmark_versions
 from submissions.intake import submission_receive
 from submissions.models import ApiToken, SubmissionStatus
 from submissions.pricing import price_table
@@ -114,6 +114,7 @@ def _submit_guide(request: HttpRequest) -> dict:
         categories.setdefault(task.name.split("/")[0], task.package_path.rsplit("/", 1)[0])
     version, _data, sha256 = submit_client.release()
     return {"versions": versions, "bv": bv, "categories": sorted(categories.items()),
+            "served": served_run(bv) if bv else None,
             "site_url": request.build_absolute_uri("/").rstrip("/"),
             "client": {"version": version, "sha256": sha256},
             "repository_url": settings.REPOSITORY_URL}

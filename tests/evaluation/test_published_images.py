@@ -8,7 +8,9 @@ The real push, pull and `harbor run -d` are tests/evaluation/test_registry_journ
 from __future__ import annotations
 
 import hashlib
+import html
 import json
+import re
 import subprocess
 import tomllib
 from io import StringIO
@@ -214,3 +216,38 @@ def test_manage_py_check_names_a_broken_or_missing_record(tmp_path, settings):
     assert error.id == "evaluation.E003" and "must list its images by digest" in error.msg
     settings.PUBLISHED_IMAGES_FILE = str(_record(tmp_path / "published-images.json"))
     assert published_images_readable() == []
+
+
+@pytest.mark.django_db
+def test_the_submit_page_shows_harbor_run_d_once_every_package_is_published(tmp_path, settings):
+    """Issue 27, point 2: with every package of the version published and /registry.json
+    pointing Harbor at the served packages, the Submit page's run step is one `harbor run -d`
+    (nothing to clone or build), collecting both outputs; with one package unpublished, or no
+    git URL and commit for the served packages, it shows the clone path and says why."""
+    call_command("sync_tasks", verbosity=0)
+    settings.REGISTRY_GIT_URL = "https://git.example.org/served.git"
+    settings.REGISTRY_GIT_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+    def blocks():
+        page = Client().get(f"/submit/?benchmark={SLUG}").content.decode()
+        return {m.group(1): html.unescape(m.group(2)) for m in re.finditer(
+            r'<pre data-testid="([a-z-]+)">(.*?)</pre>', page, re.S)}, page
+
+    settings.PUBLISHED_IMAGES_FILE = str(_record(tmp_path / "all.json"))
+    shown, page = blocks()
+    assert shown["submit-setup"] == "pip install harbor" and 'data-testid="served-note"' in page
+    assert shown["harbor-command"] == (
+        f"harbor run -d {SLUG} --registry-url http://testserver/registry.json \\\n"
+        "    -a <your agent> -m <provider/model> -k 3 \\\n"
+        "    --artifact /workspace/submission.json --artifact /workspace/output -y")
+    assert shown["client-download"].splitlines()[2] == (
+        f"python3 hab-submit.py metadata --benchmark {SLUG} jobs/*/ > metadata.yaml")
+
+    for record, git_commit in ((_record(tmp_path / "six.json", names=list(RELEASED)[:-1]),
+                                settings.REGISTRY_GIT_COMMIT),
+                               (_record(tmp_path / "again.json"), "")):
+        settings.PUBLISHED_IMAGES_FILE = str(record)
+        settings.REGISTRY_GIT_COMMIT = git_commit
+        shown, page = blocks()
+        assert shown["submit-setup"].startswith("git clone ") and "harbor run -p" in \
+            shown["harbor-command"] and 'data-testid="clone-note"' in page

@@ -11,7 +11,8 @@ task images and records them by digest. Then:
    packages (`manage.py publish_packages --commit`: the committed packages with
    `[environment].docker_image` naming each image by digest, in a git repository Harbor clones),
    and from an empty directory, with an empty HOME (no Harbor cache), only the Harbor CLI and
-   the second engine, the submitter runs the three commands of the Submit page:
+   the second engine, the submitter runs the three commands the live Submit page shows (read
+   from the page; with published packages it shows `harbor run -d`, not the clone path):
 
        harbor run -d healthagentbench-synthetic@1.0 --registry-url <site>/registry.json -a oracle -k 3 ...
        python3 hab-submit.py metadata jobs/*/ > metadata.yaml      (after curl -O <site>/client/hab-submit.py)
@@ -28,12 +29,15 @@ Needs root (dockerd, ip), PostgreSQL (the worker shares the test database) and D
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -206,14 +210,26 @@ def _call(*args: str) -> str:
     return buf.getvalue()
 
 
-def _harbor_d(base: str, work: Path, engine: SecondEngine) -> HarborRun:
+def _submit_page(base: str) -> dict[str, str]:
+    """The Submit page's command blocks, as a visitor copies them (HTML unescaped)."""
+    with urllib.request.urlopen(f"{base}/submit/?benchmark={SLUG}", timeout=60) as response:  # noqa: S310 - live server
+        page = response.read().decode()
+    return {m.group(1): html.unescape(m.group(2)) for m in re.finditer(
+        r'<pre data-testid="([a-z-]+)">(.*?)</pre>', page, re.S)}
+
+
+def _harbor_d(page: dict[str, str], work: Path, engine: SecondEngine) -> HarborRun:
     """The Submit page's first command, with Harbor's oracle as the agent, from ``work``
     (empty), with an empty HOME and the second engine as the submitter's Docker."""
-    env = harbor_environment()
+    assert page["submit-setup"] == "pip install harbor", page["submit-setup"]
+    command = page["harbor-command"]
+    assert command.startswith(f"harbor run -d {SLUG} --registry-url ") and " -k 3 " in command \
+        and "--artifact /workspace/submission.json --artifact /workspace/output -y" in command, \
+        command
+    env = harbor_environment()  # the pinned Harbor: the page's `pip install harbor`, done
     env.update(HOME=str(work.parent / "home"), DOCKER_HOST=engine.host)
     Path(env["HOME"]).mkdir()
-    command = (f"harbor run -d {SLUG} --registry-url {base}/registry.json -a oracle -k 3 "
-               "--artifact /workspace/submission.json --artifact /workspace/output -y -q")
+    command = command.replace("-a <your agent> -m <provider/model>", "-a oracle")
     return run_all({"harbor-d": (["bash", "-euc", command], work / "jobs")}, cwd=work, env=env,
                    timeout_s=HARBOR_TIMEOUT_S)["harbor-d"]
 
@@ -250,14 +266,16 @@ def _check_the_run(run: HarborRun, site: dict, engine: SecondEngine) -> Path:
     return job
 
 
-def _metadata(base: str, work: Path) -> None:
+def _metadata(page: dict[str, str], work: Path) -> None:
     """The page's download and metadata lines, run by the machine's python3 (no Django, no
     clone); the submitter's review replaces the TODO lines."""
     bare = {"PATH": "/usr/bin:/bin", "HOME": str(work.parent / "home")}
-    subprocess.run(["curl", "-fsSO", f"{base}/client/hab-submit.py"], cwd=work, env=bare,  # noqa: S603, S607
-                   check=True, timeout=60)
-    subprocess.run(["bash", "-c", "python3 hab-submit.py metadata jobs/*/ > metadata.yaml"],  # noqa: S603, S607
-                   cwd=work, env=bare, check=True, timeout=60)
+    download, checksum, metadata = page["client-download"].splitlines()
+    subprocess.run(["bash", "-euc", download], cwd=work, env=bare, check=True, timeout=60)  # noqa: S603, S607
+    digest = subprocess.run(["bash", "-euc", checksum], cwd=work, env=bare, check=True,  # noqa: S603, S607
+                            timeout=60, capture_output=True, text=True).stdout.split()[0]
+    assert checksum.endswith(f"# {digest}"), (checksum, digest)
+    subprocess.run(["bash", "-euc", metadata], cwd=work, env=bare, check=True, timeout=60)  # noqa: S603, S607
     text = (work / "metadata.yaml").read_text()
     assert f'benchmark: "{SLUG}"' in text and 'harness: "oracle"' in text, text
     review_metadata(work / "metadata.yaml", REVIEWED)
@@ -270,18 +288,19 @@ def test_a_newcomer_with_only_harbor_and_docker_runs_the_three_commands_to_a_ver
     work = tmp_path / "empty"
     work.mkdir()
     assert list(work.iterdir()) == []
+    page = _submit_page(base)
     t0 = time.monotonic()
-    run = _harbor_d(base, work, second_engine)
+    run = _harbor_d(page, work, second_engine)
     harbor_s = time.monotonic() - t0
     job = _check_the_run(run, site, second_engine)
 
-    _metadata(base, work)
+    _metadata(page, work)
     bare = {"PATH": "/usr/bin:/bin", "HOME": str(work.parent / "home"),
             "HAB_TOKEN": site["token"]}
     t0 = time.monotonic()
+    assert page["client-command"].startswith(f"python3 hab-submit.py --url {base} "), page
     upload = subprocess.run(  # noqa: S603 - the page's third command
-        ["bash", "-c", f'python3 hab-submit.py --url {base} --token "$HAB_TOKEN" '
-                       "--metadata metadata.yaml --interval 3 jobs/*/"],
+        ["bash", "-euc", page["client-command"]],
         cwd=work, env=bare, capture_output=True, text=True, timeout=VERDICT_TIMEOUT_S,
         check=False)
     verify_s = time.monotonic() - t0
