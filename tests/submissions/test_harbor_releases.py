@@ -221,7 +221,8 @@ def test_a_release_jobs_are_accepted_and_verified_with_harbors_outcomes(release,
         for category, got in rewards.items():
             # The X-ray verifier has no judge on the submitter's machine: no grade for a pass.
             want = None if (category == XRAY and expected == 1.0) else expected
-            assert got == [want] * ATTEMPTS, (release, agent, category, got)
+            assert got == [want] * ATTEMPTS, (release, agent, category, got,
+                                              both[agent][category].report()[-4000:])
         for job in (tmp_path / f"jobs-{agent}").iterdir():
             lock = json.loads((job / "lock.json").read_text())
             assert lock["harbor"]["version"] == release
