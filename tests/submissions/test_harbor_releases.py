@@ -141,8 +141,11 @@ def _harbor_loop(release: str, agents: tuple[str, ...], work: Path,
             agent_args = ["-a", WRONG_AGENT]
         jobs = work / f"jobs-{agent}"
         for category, output in _categories().items():
+            # -n 1: one trial at a time per job. The jobs already run side by side (14), and
+            # each trial is a compose project with its own network: 42 at once (-k 3) exhaust
+            # the engine's default address pools (about 30 networks), failing a trial to start.
             argv = ["harbor", "run", "-p", str(REPO / "tasks" / category), *agent_args,
-                    "-k", str(ATTEMPTS), "--env", "docker", "--artifact", output,
+                    "-k", str(ATTEMPTS), "-n", "1", "--env", "docker", "--artifact", output,
                     "-o", str(jobs), "--job-name", category, *yes]
             name = f"{release}-{agent}-{category}"
             cmds[name] = (["bash", "-c", 'umask 000 && exec "$@"', "harbor", *argv],
