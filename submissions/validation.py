@@ -232,11 +232,7 @@ def validate_submission(tree_root: Path | str, metadata: SubmissionMetadata | No
     if metadata is not None and agent is not None:
         _check_metadata_agreement(metadata, agent, trials, problems)
     for job in parsed.jobs:
-        release = harbor_release_problem(job.job_dir, job.harbor_version)
-        if release is not None:
-            problems.append(release)
-        _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
-        _check_job_lock(job, problems)
+        _check_job(job, problems)
         _check_job_lock_tasks(spec, job, problems)
     for trial in trials:
         _check_trial_integrity(trial, problems)
@@ -299,11 +295,7 @@ def validate_jobs(tree_root: Path | str) -> list[Problem]:
     parsed: ParsedTree = parse_tree(root)
     problems: list[Problem] = list(parsed.problems)
     for job in parsed.jobs:
-        release = harbor_release_problem(job.job_dir, job.harbor_version)
-        if release is not None:
-            problems.append(release)
-        _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
-        _check_job_lock(job, problems)
+        _check_job(job, problems)
     for trial in parsed.trials:
         _check_trial_integrity(trial, problems)
         _check_trajectory(root, trial, problems)
@@ -484,6 +476,16 @@ def _check_integrity_config(config: dict, path: str, problems: list[Problem]) ->
             "retry_policy", path,
             f"the job retries trials that failed with {', '.join(retried)}: a failed attempt "
             "must count, not be run again (exclude these from retry or set max_retries: 0)"))
+
+
+def _check_job(job, problems: list[Problem]) -> None:
+    """What a job needs whatever the benchmark version: a Harbor release the site accepts, and
+    Terminal-Bench's integrity rules in its config.json and lock.json."""
+    release = harbor_release_problem(job.job_dir, job.harbor_version)
+    if release is not None:
+        problems.append(release)
+    _check_integrity_config(job.config, f"{job.job_dir}/config.json", problems)
+    _check_job_lock(job, problems)
 
 
 def _check_job_lock(job, problems: list[Problem]) -> None:

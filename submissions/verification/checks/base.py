@@ -134,8 +134,8 @@ def materialize_outputs(trial: Trial, task_dir: Path, dest: Path) -> dict:
 
 
 def _stored_manifest(name: str) -> list:
-    """A trial's stored artifacts/manifest.json (Harbor 0.13 on), or [] (none, unreadable, or
-    over the intake's cap for it)."""
+    """A trial's stored artifacts/manifest.json (every tested Harbor release writes one), or []
+    (none, unreadable, or over the intake's cap for it)."""
     try:
         with default_storage.open(name, "rb") as fh:
             data = fh.read(MAX_CONFIG_BYTES + 1)
