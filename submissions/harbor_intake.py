@@ -5,6 +5,7 @@ rows. No writes happen here."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -14,7 +15,7 @@ from django.conf import settings
 
 from evaluation.agents import SITE_AGENTS, is_site_agent
 from evaluation.models import BenchmarkVersion
-from evaluation.published import published_image, served_digests
+from evaluation.published import PublishedImagesError, published_image, served_digests
 from evaluation.task_specs import load_task_package
 from submissions.flags import FLAG_NO_CLAIMED_GRADE
 from submissions.harbor import site_grades_alone
@@ -28,6 +29,8 @@ from submissions.validation import (
     validate_jobs,
     validate_submission,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -105,8 +108,12 @@ def served_run(bv: BenchmarkVersion) -> dict | None:
     outputs: set[str] = set()
     for t in bv.tasks.all():
         package_dir = Path(settings.BASE_DIR) / (t.package_path or "")
-        if not (t.package_path and published_image(t.content_digest)
-                and (package_dir / "task.toml").is_file()):
+        try:
+            image = published_image(t.content_digest)
+        except PublishedImagesError:  # a broken record: `manage.py check` names it (E003)
+            logger.exception("the Submit page shows the clone path: broken published-images record")
+            return None
+        if not (t.package_path and image and (package_dir / "task.toml").is_file()):
             return None
         path = load_task_package(package_dir).manifest.metadata.submission_path
         outputs.add(path.rstrip("/") or path)

@@ -251,3 +251,10 @@ def test_the_submit_page_shows_harbor_run_d_once_every_package_is_published(tmp_
         shown, page = blocks()
         assert shown["submit-setup"].startswith("git clone ") and "harbor run -p" in \
             shown["harbor-command"] and 'data-testid="clone-note"' in page
+    # A broken record (which `manage.py check` names, E003) leaves the page on the clone path.
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    settings.PUBLISHED_IMAGES_FILE = str(broken)
+    settings.REGISTRY_GIT_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+    shown, page = blocks()
+    assert shown["submit-setup"].startswith("git clone ") and 'data-testid="clone-note"' in page
