@@ -120,6 +120,7 @@ def resolve_site_agent(
 ) -> tuple[SiteAgent | None, str]:
     """The agent the site runs for a submission of this harness, or None and why not."""
     slug = (harness_slug or "").strip().lower()
+    harness_version = runner.plain_version(harness_version)
     if slug in ("oracle", "nop"):
         return SiteAgent(kind=slug, name=slug), ""
     spec = (settings.VERIFICATION_COMMAND_AGENTS or {}).get(slug)

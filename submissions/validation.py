@@ -48,6 +48,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from evaluation.harness_versions import plain_version
 from evaluation.task_specs import load_task_package
 from submissions import pricing
 from submissions.atif_check import validate_trajectory
@@ -450,8 +451,11 @@ def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
             "metadata_harness_mismatch", "metadata:harness",
             f"metadata says harness {metadata.harness!r}; the trials ran agent "
             f"{agent.name or agent.import_path!r}"))
+    # Compared as version numbers: Harbor records what the version command printed, e.g.
+    # "OpenHands version: 1.6.0" for OpenHands, where the metadata says 1.6.0.
     versions = {t.agent_version for t in trials if t.agent_version and t.agent_version != "unknown"}
-    if metadata.harness_version and versions and metadata.harness_version not in versions:
+    if (metadata.harness_version and versions
+            and plain_version(metadata.harness_version) not in {plain_version(v) for v in versions}):
         problems.append(Problem(
             "metadata_harness_version_mismatch", "metadata:harness_version",
             f"metadata says {metadata.harness_version!r}; the trials recorded "

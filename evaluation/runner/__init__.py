@@ -133,6 +133,7 @@ from evaluation.runner.harnesses import (
     harness_problem,
     harness_task_image,
     installed_harness,
+    plain_version,
 )
 from evaluation.runner.phases import (
     AgentRun,
@@ -172,7 +173,7 @@ __all__ = [
     "harbor_backend", "harbor_environment_problem",
     "EgressRoute", "ModelGateway", "model_egress", "HOST_SIDE_AGENTS", "INSTALLED_HARNESSES",
     "KNOWN_INSTALLED_AGENTS", "build_harness_image", "harness_image_tag", "harness_problem",
-    "harness_task_image", "installed_harness",
+    "harness_task_image", "installed_harness", "plain_version",
     "JudgeGateway", "ca_bundle", "Limits", "MiB", "OutputTooLargeError", "UnsafeArchiveError", "VerifierRun",
     "bare_docker_run", "build_task_image", "engine_control_run", "client", "declared_outputs", "discover_tasks",
     "base_image_digest", "base_image_files", "base_image_tag",

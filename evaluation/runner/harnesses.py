@@ -33,6 +33,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from evaluation.harness_versions import plain_version  # noqa: F401 (re-exported)
 from evaluation.runner.base import base_image_tag
 from evaluation.runner.engine import APP_LABEL, LABEL_APP, InfrastructureError, _infra, client
 from evaluation.runner.images import image_build, image_exists
@@ -74,6 +75,17 @@ class InstalledHarness:
     # The gateway URL the agent is given: "/v1" for clients that take an OpenAI-style base URL,
     # "" for those that append /v1/<path> themselves (Anthropic's clients).
     endpoint_suffix: str = "/v1"
+    # pip harnesses that need a newer Python than the base image's 3.11: the layer carries the
+    # build host's CPython X.Y (copied under /opt/hab-harness/python, runpath made relative) and
+    # a venv at the path Harbor's agent runs (`uv venv` + `uv pip install`, offline).
+    python: str = ""
+    venv: str = ""
+    version_note: str = ""  # appended when a submission's version has no layer
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """What the layer adds to a task image."""
+        return (HARNESS_ROOT, self.venv) if self.venv else (HARNESS_ROOT,)
 
     @property
     def requirements_path(self) -> Path:
@@ -125,6 +137,20 @@ INSTALLED_HARNESSES = {
     # model client when the system has no trust roots at all ("no trust roots available for
     # proxy TLS"), even for the gateway's plain-http URL, and the base image has none: the
     # wrapper points SSL_CERT_FILE at one committed public root (ISRG Root X1) for that check.
+    # OpenHands (openhands-ai) runs `/opt/openhands-venv/bin/python -m openhands.core.main` with
+    # litellm's LLM_MODEL/LLM_BASE_URL/LLM_API_KEY (Harbor sets LLM_BASE_URL from the agent's
+    # api_base kwarg) and RUNTIME=local: tmux in the task container, which the base image has.
+    # It needs Python >=3.12,<3.14 (the base image has 3.11), so the layer carries its own.
+    # 1.6.0: the newest openhands-ai with openhands.core.main, which Harbor 0.26's agent runs
+    # (1.7.0 to 1.11.0 ship only the V1 server; Harbor's unpinned install of 1.11.0 fails).
+    "openhands": InstalledHarness(
+        name="openhands", version="1.6.0",
+        requirements="requirements-harness-openhands.txt",
+        install="openhands-ai==1.6.0", python="3.12", venv="/opt/openhands-venv",
+        endpoint_kwarg="api_base", key_env="LLM_API_KEY",
+        version_note="; openhands-ai 1.7.0 and later no longer ship openhands.core.main, which "
+                     "Harbor's openhands agent runs",
+    ),
     "copilot-cli": InstalledHarness(
         name="copilot-cli", version="1.0.102", kind="npm",
         requirements="harness-npm/copilot-cli/package-lock.json",
@@ -154,12 +180,7 @@ KNOWN_INSTALLED_AGENTS = frozenset({
 
 # Installed agents the site tried to bake and could not yet, with the exact reason (shown on the
 # verification badge as "not re-runnable: <name> <reason>"; evidence in docs/verification.md).
-UNBAKED_HARNESSES = {
-    "openhands": (
-        "1.11.0 (openhands-ai, Harbor 0.26's unpinned install) is not baked: it requires Python "
-        ">=3.12,<3.14 and the harness base image has Debian bookworm's Python 3.11, and its pin "
-        "pylatexenc==2.10 ships no wheel, so it cannot be installed offline from wheels"),
-}
+UNBAKED_HARNESSES: dict[str, str] = {}
 
 
 def installed_harness(name: str) -> InstalledHarness | None:
@@ -199,6 +220,8 @@ def npm_dockerfile(harness: InstalledHarness) -> str:
 
 def harness_dockerfile(harness: InstalledHarness, uv_wheel: str) -> str:
     env = " ".join(f"{k}={v}" for k, v in HARNESS_ENV.items() if k != "UV_OFFLINE")
+    if harness.venv:
+        return venv_dockerfile(harness, uv_wheel, env)
     return (
         f"FROM {base_image_tag()}\n"
         "USER root\n"
@@ -214,6 +237,142 @@ def harness_dockerfile(harness: InstalledHarness, uv_wheel: str) -> str:
         " && rm -rf /tmp/wheels /tmp/uvwhl /tmp/uvcache \\\n"
         f" && chmod -R a+rX {HARNESS_ROOT}\n"
     )
+
+
+PYTHON_RUNTIME = f"{HARNESS_ROOT}/python"
+# Modules whose C extensions need the base image's libraries: the copied runtime must load them.
+RUNTIME_CHECK = "import ssl, sqlite3, ctypes, lzma, bz2, zlib, uuid, readline, curses, hashlib"
+
+
+def venv_dockerfile(harness: InstalledHarness, uv_wheel: str, env: str) -> str:
+    """A pip harness with its own Python: the host's runtime (context python/) checked against
+    the base image's libraries, then Harbor's venv created and filled offline from the wheels
+    (sdists in the lock, e.g. func-timeout, are built here from the locked setuptools)."""
+    py = f"{PYTHON_RUNTIME}/bin/python{harness.python}"
+    package = harness.install.split("==", 1)[0]
+    return (
+        f"FROM {base_image_tag()}\n"
+        "USER root\n"
+        f"COPY python/ {PYTHON_RUNTIME}/\n"
+        "COPY wheels/ /tmp/wheels/\n"
+        "RUN set -e; cd /tmp \\\n"
+        f" && {py} -c '{RUNTIME_CHECK}; import sys; "
+        f"assert sys.version.startswith(\"{harness.python}.\"), sys.version' \\\n"
+        f" && python3 -m zipfile -e /tmp/wheels/{uv_wheel} /tmp/uvwhl \\\n"
+        f" && install -D -m 0755 /tmp/uvwhl/*.data/scripts/uv {HARNESS_ROOT}/bin/uv \\\n"
+        f" && env {env} {HARNESS_ROOT}/bin/uv venv --offline --python {py} {harness.venv} \\\n"
+        f" && env {env} UV_CACHE_DIR=/tmp/uvcache {HARNESS_ROOT}/bin/uv pip install --offline"
+        f" --no-index --find-links /tmp/wheels --python {harness.venv}/bin/python"
+        f" {harness.install} \\\n"
+        # Quiet one library's FutureWarning at the venv's start (google-auth on grpcio), which
+        # Harbor would otherwise record as part of the agent's version.
+        f" && echo \"import warnings; warnings.filterwarnings('ignore', category=FutureWarning,"
+        f" module='google[.]auth')\" > {harness.venv}/lib/python{harness.python}/site-packages/"
+        "hab-quiet.pth \\\n"
+        f" && {harness.venv}/bin/python -c 'import importlib.metadata as m; "
+        f"v = m.version(\"{package}\"); assert v == \"{harness.version}\", v' \\\n"
+        " && rm -rf /tmp/wheels /tmp/uvwhl /tmp/uvcache \\\n"
+        f" && chmod -R a+rX {HARNESS_ROOT} {harness.venv}\n"
+    )
+
+
+def host_python_runtime(version: str) -> Path:
+    """The build host's CPython `version` (X.Y) prefix to copy into a layer: HAB_HARNESS_PYTHON
+    (an interpreter), python<X.Y> on PATH, or pyenv's. It must be built for Debian bookworm,
+    the base image's release (the layer's check imports its C extensions)."""
+    import glob
+    import os
+    import subprocess
+
+    candidates = [os.environ.get("HAB_HARNESS_PYTHON", ""), shutil.which(f"python{version}") or ""]
+    root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    candidates += sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"),
+                         reverse=True)
+    for exe in filter(None, candidates):
+        try:
+            out = subprocess.run(  # noqa: S603 (the build host's own interpreter)
+                # base_prefix: a venv's interpreter names the installation it was made from
+                [exe, "-c", "import sys; print(sys.version_info[0], sys.version_info[1]); "
+                 "print(sys.base_prefix)"],
+                capture_output=True, text=True, timeout=30, check=True).stdout.split("\n")
+        except (OSError, subprocess.SubprocessError):
+            continue
+        prefix = Path(out[1])
+        if ".".join(out[0].split()) == version and (prefix / "lib" / f"python{version}").is_dir():
+            return prefix
+    raise InfrastructureError(
+        f"no CPython {version} on the build host for the harness layer (set HAB_HARNESS_PYTHON "
+        f"to a python{version} built on Debian bookworm, e.g. pyenv's)")
+
+
+def _set_runpath(path: Path, runpath: str) -> str:
+    """Rewrite an ELF64 executable's DT_RUNPATH/DT_RPATH in place (the new string must not be
+    longer: it is NUL-padded); return the old one ("" when it has none)."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise InfrastructureError(f"{path} is not a little-endian ELF64 file")
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        return ""  # static: nothing to do
+    strtab, where = None, None
+    for off in range(dynamic[0], dynamic[0] + dynamic[1], 16):
+        tag, val = struct.unpack_from("<qQ", data, off)
+        if tag == 0:
+            break
+        if tag == 5:
+            strtab = val
+        elif tag in (15, 29):  # DT_RPATH, DT_RUNPATH
+            where = val
+    if where is None or strtab is None:
+        return ""
+    base = next((o + strtab - v for v, o, n in loads if v <= strtab < v + n), None)
+    if base is None:
+        raise InfrastructureError(f"{path}: its string table is in no loaded segment")
+    start = base + where
+    end = data.index(b"\0", start)
+    old = data[start:end].decode()
+    new = runpath.encode()
+    if len(new) > end - start:
+        raise InfrastructureError(f"{path}: runpath {runpath!r} is longer than {old!r}")
+    data[start:end] = new + b"\0" * (end - start - len(new))
+    path.write_bytes(bytes(data))
+    return old
+
+
+# Not needed to run a harness: the test suite, IDLE, Tk, pip's own copy, headers, docs.
+_RUNTIME_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
+                 "config-3.12-x86_64-linux-gnu", "config-3.13-x86_64-linux-gnu"}
+
+
+def copy_python_runtime(prefix: Path, dest: Path, version: str) -> None:
+    """prefix/bin/python<X.Y>, its libpython and its standard library into dest, the
+    interpreter's runpath made relative ($ORIGIN/../lib) so it runs from any directory."""
+    (dest / "bin").mkdir(parents=True)
+    exe = dest / "bin" / f"python{version}"
+    shutil.copy2(prefix / "bin" / f"python{version}", exe)
+    _set_runpath(exe, "$ORIGIN/../lib")
+    (dest / "lib").mkdir()
+    for lib in prefix.joinpath("lib").glob(f"libpython{version}*.so*"):
+        shutil.copy2(lib, dest / "lib" / lib.name, follow_symlinks=False)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skip = {n for n in names if n in _RUNTIME_SKIP}
+        if Path(directory).name == "site-packages":
+            skip |= set(names)  # the host's pip and friends: the venv brings its own
+        return skip
+    shutil.copytree(prefix / "lib" / f"python{version}", dest / "lib" / f"python{version}",
+                    ignore=ignore, symlinks=True)
 
 
 def harness_image_tag(harness: InstalledHarness) -> str:
@@ -240,7 +399,7 @@ def harness_problem(name: str, version: str = "", *, image: bool = True) -> str:
                 f"at run time; the site bakes only {', '.join(sorted(INSTALLED_HARNESSES))}")
     if version and version != harness.version:
         return (f"harness version {version} not built ({name}: the site's layer is "
-                f"{harness.version})")
+                f"{harness.version}{harness.version_note})")
     tag = harness_image_tag(harness)
     if image and not image_exists(tag):
         return (f"the {name} harness image {tag} is not built on this worker "
@@ -275,6 +434,9 @@ def build_harness_image(name: str, wheels: Path, *, force: bool = False) -> tupl
         else:
             uv_wheel = _uv_wheel(wheels)
             shutil.copytree(wheels, ctx / "wheels")
+            if harness.python:
+                copy_python_runtime(host_python_runtime(harness.python), ctx / "python",
+                                    harness.python)
             (ctx / "Dockerfile").write_text(harness_dockerfile(harness, uv_wheel.name))
         image_build(ctx, tag, labels={LABEL_APP: APP_LABEL,
                                       HARNESS_DIGEST_LABEL: tag.rsplit(":", 1)[1]},
@@ -300,7 +462,8 @@ def harness_task_image(task_image: str, name: str) -> str:
         return tag
     env = " ".join(f"{k}={v}" for k, v in HARNESS_ENV.items())
     # The harness's bin/ comes last on PATH: it shadows nothing the task provides.
-    dockerfile = (f"FROM {task_image}\nCOPY --from={base} {HARNESS_ROOT} {HARNESS_ROOT}\n"
+    copies = "".join(f"COPY --from={base} {p} {p}\n" for p in harness.paths)
+    dockerfile = (f"FROM {task_image}\n{copies}"
                   f"ENV PATH={path}:{HARNESS_ROOT}/bin {env}\n")
     with tempfile.TemporaryDirectory(prefix="hab-harness-task-") as tmp:
         (Path(tmp) / "Dockerfile").write_text(dockerfile)

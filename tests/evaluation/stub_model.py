@@ -39,7 +39,16 @@ SHELL_TOOLS = {
     # default) and leaves the rest to later polls; the scripted plan waits for the end instead.
     "exec_command": lambda cmd: {"cmd": cmd, "yield_time_ms": 30000},
     "shell": lambda cmd: {"command": ["bash", "-lc", cmd]},  # Codex (older)
+    # OpenHands' CodeActAgent: security_risk is required; the timeout turns its soft timeout
+    # (a "still running?" question back to the model after 10 s) into a hard one.
+    "execute_bash": lambda cmd: {"command": cmd, "security_risk": "LOW", "timeout": 300},
 }
+
+
+def finish_reply(message: str = "Done.") -> dict:
+    """A tool-calling answer that ends the run: OpenHands' `finish` tool (a plain text answer
+    makes its headless loop ask the model to go on)."""
+    return {"content": "", "tool_calls": [{"name": "finish", "arguments": {"message": message}}]}
 
 
 def _tool_names(req: dict) -> list[str]:

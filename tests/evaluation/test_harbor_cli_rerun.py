@@ -1,12 +1,15 @@
-"""Re-run of the coding-agent CLIs (Claude Code, Codex, Copilot CLI) through the real Harbor CLI,
-behind the site's model gateway, against a scripted model speaking each CLI's API.
+"""Re-run of the coding-agent CLIs (Claude Code, Codex, Copilot CLI) and OpenHands through the
+real Harbor CLI, behind the site's model gateway, against a scripted model speaking each one's API.
 
 Each CLI is the real one, from npm, pinned by harness-npm/<name>/package-lock.json and baked
-offline into a harness layer (`scripts/build-images --harness <name>`); Harbor (the pinned CLI)
+offline into a harness layer (`scripts/build-images --harness <name>`); OpenHands is
+openhands-ai from PyPI (requirements-harness-openhands.txt) in a venv on the layer's own
+CPython 3.12, running its CodeActAgent with RUNTIME=local (tmux in the task container); Harbor (the pinned CLI)
 starts it as its installed agent with `skip_install`; the task is the site's CT package; the
 containers, the internal network and the gateway are real. Only the model is the test's
 (tests/evaluation/stub_model.py): Anthropic Messages for Claude Code, OpenAI Responses for Codex,
-OpenAI Chat Completions for Copilot CLI's bring-your-own-key provider, streamed as the CLIs ask.
+OpenAI Chat Completions for Copilot CLI's bring-your-own-key provider and for OpenHands (litellm,
+native tool calls: execute_bash, then finish), streamed as the CLIs ask.
 
 For each CLI two trials: the oracle plan (the shell command that writes the reference answer,
 after an egress probe) grades 1, the wrong plan (the labels flipped) grades 0. The probe, run by
@@ -30,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.evaluation import verification_support as vs
-from tests.evaluation.stub_model import StubModel, bash_reply
+from tests.evaluation.stub_model import StubModel, bash_reply, finish_reply
 
 pytestmark = [
     pytest.mark.docker, pytest.mark.harness,
@@ -46,6 +49,7 @@ HARNESSES = {
     "claude-code": ("2.1.332", "anthropic", "anthropic", "/messages"),
     "codex": ("0.171.0", "openai", "openai", "/responses"),
     "copilot-cli": ("1.0.102", "openai", "openai", "/chat/completions"),
+    "openhands": ("1.6.0", "openai", "openai", "/chat/completions"),
 }
 TIMINGS: dict = {}
 
@@ -156,14 +160,26 @@ def test_cli_rerun_through_the_gateway(harness, plan, settings, cli_layers, tmp_
     bridge = _bridge_gateway()
     stub = StubModel({"stub-direct": ["pong"]}).start()
     outside = ["1.1.1.1:80", f"{bridge}:{stub.port}", f"127.0.0.1:{stub.port}"]
-    if plan == "oracle":
+    first = []
+    if plan == "oracle" and harness == "openhands":
+        # OpenHands' bash tool types the command into tmux and returns at the first prompt
+        # (a here-document's `cat` gives one back before the probe has run) and mangles a line
+        # of several KB: the probe is written with its file editor first, as OpenHands would.
+        first = [{"content": "writing the probe", "tool_calls": [
+            {"name": "str_replace_editor",
+             "arguments": {"command": "create", "path": "/tmp/probe.py", "file_text": PROBE,
+                           "security_risk": "LOW"}}]}]
+        command = (f"python3 /tmp/probe.py {stub.port} {api_path} {api_format} "
+                   f"{' '.join(outside)}; " + _write(_answer(right=True)))
+    elif plan == "oracle":
         command = ("cat > /tmp/probe.py <<'PROBE_EOF'\n" + PROBE + "\nPROBE_EOF\n"
                    f"python3 /tmp/probe.py {stub.port} {api_path} {api_format} "
                    f"{' '.join(outside)}; " + _write(_answer(right=True)))
     else:
         command = _write(_answer(right=False))
     model = f"stub-{harness}-{plan}"
-    stub.scripts[model] = [bash_reply(command, "carrying out the plan"), "Done."]
+    stub.scripts[model] = [*first, bash_reply(command, "carrying out the plan"),
+                           finish_reply() if harness == "openhands" else "Done."]
     endpoint = {"base_url": f"http://{bridge}:{stub.port}/v1", "key_secret": "STUB",
                 "api_format": api_format}
     if api_format == "anthropic":
@@ -191,7 +207,9 @@ def test_cli_rerun_through_the_gateway(harness, plan, settings, cli_layers, tmp_
     assert hb.returncode == 0 and len(hb.trials) == 1, report
     trial = hb.trials[0]
     assert trial.exception_type is None, report
-    assert (trial.agent_name, trial.agent_version) == (harness, version), report
+    # Harbor records what the version command printed ("OpenHands version: 1.6.0")
+    assert (trial.agent_name, runner.plain_version(trial.agent_version)) == (harness, version), \
+        report
     assert stub.count(model) >= 2, report  # the command, then its result back to the model
     assert stub.authorizations() <= {f"Bearer {SITE_KEY}", SITE_KEY}, stub.authorizations()
     cmdline = " ".join(hb.cmd)

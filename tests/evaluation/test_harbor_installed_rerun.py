@@ -339,17 +339,16 @@ def test_unbaked_installed_agents_say_why(settings):
     assert why.startswith("aider runs inside the task container and installs itself")
     agent, why = agents.resolve_site_agent("goose", harness_version="1.0.0")
     assert agent is None and "installs itself from the internet" in why
-    # OpenHands was tried and is not baked: the badge gives the exact reason (issue 23).
-    for configured in ({"openhands": []}, {}):
-        settings.VERIFICATION_HARBOR_AGENTS = configured
-        agent, why = agents.resolve_site_agent(
-            "openhands", harness_version="1.11.0",
-            agent_settings={"harbor_agent": "openhands", "model_name": "anthropic/claude"})
-        assert agent is None
-        assert why == ("openhands 1.11.0 (openhands-ai, Harbor 0.26's unpinned install) is not "
-                       "baked: it requires Python >=3.12,<3.14 and the harness base image has "
-                       "Debian bookworm's Python 3.11, and its pin pylatexenc==2.10 ships no "
-                       "wheel, so it cannot be installed offline from wheels")
+    # OpenHands is baked at 1.6.0; Harbor's unpinned install (1.11.0) cannot run its agent, and
+    # the badge says so (issue 23).
+    settings.VERIFICATION_HARBOR_AGENTS = {"openhands": []}
+    agent, why = agents.resolve_site_agent(
+        "openhands", harness_version="1.11.0",
+        agent_settings={"harbor_agent": "openhands", "model_name": "anthropic/claude"})
+    assert agent is None
+    assert why == ("harness version 1.11.0 not built (openhands: the site's layer is 1.6.0; "
+                   "openhands-ai 1.7.0 and later no longer ship openhands.core.main, which "
+                   "Harbor's openhands agent runs)")
     # A baked CLI at a version the site has no layer for says which one it has (issue 23).
     settings.VERIFICATION_HARBOR_AGENTS = {"claude-code": []}
     agent, why = agents.resolve_site_agent(

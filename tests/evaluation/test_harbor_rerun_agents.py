@@ -104,6 +104,65 @@ def test_npm_layer_is_pinned_by_an_integrity_lock():
         assert runner.harness_image_tag(harness).startswith(f"hab-harness/{harness.name}:")
 
 
+def test_openhands_layer_has_its_own_python_and_a_hashed_offline_lock(harbor_settings):
+    """OpenHands (issue 23): openhands-ai 1.6.0 (the newest with openhands.core.main, which
+    Harbor's agent runs) in Harbor's venv path, on the layer's own CPython 3.12, installed
+    offline from a lock whose every package is hashed; Harbor's recorded version text
+    ("OpenHands version: 1.6.0") selects the layer."""
+    from evaluation.runner.harnesses import harness_dockerfile
+
+    harness = runner.installed_harness("openhands")
+    assert (harness.version, harness.python, harness.venv, harness.endpoint_kwarg,
+            harness.key_env) == ("1.6.0", "3.12", "/opt/openhands-venv", "api_base",
+                                 "LLM_API_KEY")
+    assert harness.paths == ("/opt/hab-harness", "/opt/openhands-venv")
+    lines = harness.requirements_path.read_text().splitlines()
+    assert "# hab-python: 3.12" in lines and "# hab-sdist: func-timeout" in lines
+    pins = [line.split()[0] for line in lines if line and line[0].isalpha()]
+    assert "openhands-ai==1.6.0" in pins and "uv==0.13.9" in pins and len(pins) > 300
+    blocks = "\n".join(lines).split("\n" + pins[0])[1]
+    assert blocks.count("--hash=sha256:") >= len(pins)  # every pin carries its hashes
+    text = harness_dockerfile(harness, "uv.whl")
+    assert "curl" not in text and "pip download" not in text
+    assert "uv pip install --offline --no-index --find-links /tmp/wheels" in text
+    assert "uv venv --offline --python /opt/hab-harness/python/bin/python3.12 " \
+        "/opt/openhands-venv" in text
+    for printed in ("OpenHands version: 1.6.0", "1.6.0",
+                    "grpc.py:43: FutureWarning: grpcio < 1.83.0\nOpenHands version: 1.6.0"):
+        assert runner.plain_version(printed) == "1.6.0"
+    assert runner.plain_version("2.1.332 (Claude Code)") == "2.1.332"
+    assert runner.plain_version("2.0.0rc1") == "2.0.0rc1"
+    harbor_settings.VERIFICATION_HARBOR_AGENTS = {"openhands": []}
+    why = _resolve(harness="openhands", version="OpenHands version: 1.6.0")[1]
+    assert not why.startswith("harness version"), why
+    assert _resolve(harness="openhands", version="OpenHands version: 1.11.0")[1] == (
+        "harness version 1.11.0 not built (openhands: the site's layer is 1.6.0; openhands-ai "
+        "1.7.0 and later no longer ship openhands.core.main, which Harbor's openhands agent runs)")
+
+
+def test_a_python_runtime_copied_into_a_layer_runs_from_its_new_place(tmp_path):
+    """The layer's CPython is the build host's, copied with its runpath made relative: it runs
+    from another directory with its own standard library (its prefix is where it lies)."""
+    import subprocess
+    import sys
+
+    from evaluation.runner.harnesses import _set_runpath, copy_python_runtime, host_python_runtime
+
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    dest = tmp_path / "python"
+    copy_python_runtime(host_python_runtime(version), dest, version)
+    exe = dest / "bin" / f"python{version}"
+    done = subprocess.run([exe, "-I", "-c", "import sys, ssl, sqlite3; print(sys.prefix)"],  # noqa: S603
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, str(dest)), done.stderr
+    assert not (dest / "lib" / f"python{version}" / "test").exists()
+    # the rewrite is in place and idempotent; a longer runpath than the old one is refused
+    assert _set_runpath(exe, "$ORIGIN/../lib") in ("$ORIGIN/../lib", "")
+    if _set_runpath(exe, "$ORIGIN/../lib"):
+        with pytest.raises(runner.InfrastructureError, match="longer"):
+            _set_runpath(exe, "/a/much/longer/runpath/than/the/one/it/has")
+
+
 def test_installed_agent_gateway_holds_the_site_key(harbor_settings):
     endpoint, _ = agents.model_endpoint("openai/m")
     gw = endpoint.gateway()

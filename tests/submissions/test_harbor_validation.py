@@ -681,6 +681,20 @@ def test_agent_kwargs_and_versions_are_part_of_the_configuration(tmp_path, spec)
     assert "high" in report.problems[0].message or "high" in report.problems[1].message
 
 
+def test_harness_versions_are_compared_as_version_numbers(tmp_path, spec):
+    """Harbor records what the agent's version command printed (OpenHands: "OpenHands version:
+    1.6.0"); the metadata's 0.130.0 matches a recorded "codex-cli 0.130.0", not 0.131.0."""
+    job = _build(tmp_path, spec)
+    for trial in job.job_dir.glob("*__*"):
+        edit_json(trial / "result.json",
+                  lambda d: d["agent_info"].update({"version": "codex-cli 0.130.0"}))
+    assert "metadata_harness_version_mismatch" not in _codes(
+        validate_submission(tmp_path, _meta(harness_version="0.130.0"), spec))
+    report = validate_submission(tmp_path, _meta(harness_version="0.131.0"), spec)
+    assert [p.message for p in report.problems if p.code == "metadata_harness_version_mismatch"
+            ] == ["metadata says '0.131.0'; the trials recorded ['codex-cli 0.130.0']"]
+
+
 def test_uploading_part_of_a_job_or_a_trial_twice_is_reported(tmp_path, spec):
     """J3: a duplicated trial (the same task attempt uploaded twice) is reported."""
     job = _build(tmp_path, spec)
