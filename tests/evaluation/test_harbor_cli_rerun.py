@@ -17,7 +17,8 @@ the CLI's own shell tool inside the task container, finds every outside address,
 model server, registries and the gateway's other ports BLOCKED and the gateway refusing anything
 but a model API call, which works and reaches the model with the site's key only.
 
-Heavy (a harness layer of 200-420 MB per CLI, about a minute per trial): marked `harness`: `make test`
+Heavy (a harness layer of 200-450 MB per CLI and 1.9 GB for OpenHands, one to two minutes per
+trial): marked `harness`: `make test`
 deselects it, .ci/run runs it. Run by hand:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hab_harness \\
         .venv/bin/python -m pytest -q -p no:cacheprovider -m harness -s \\
