@@ -178,11 +178,6 @@ KNOWN_INSTALLED_AGENTS = frozenset({
 })
 
 
-# Installed agents the site tried to bake and could not yet, with the exact reason (shown on the
-# verification badge as "not re-runnable: <name> <reason>"; evidence in docs/verification.md).
-UNBAKED_HARNESSES: dict[str, str] = {}
-
-
 def installed_harness(name: str) -> InstalledHarness | None:
     return INSTALLED_HARNESSES.get((name or "").strip().lower())
 
@@ -218,6 +213,12 @@ def npm_dockerfile(harness: InstalledHarness) -> str:
     )
 
 
+def _uv_lines(uv_wheel: str) -> str:
+    """RUN lines that install uv from its locked wheel (the base image's python3 unzips it)."""
+    return (f" && python3 -m zipfile -e /tmp/wheels/{uv_wheel} /tmp/uvwhl \\\n"
+            f" && install -D -m 0755 /tmp/uvwhl/*.data/scripts/uv {HARNESS_ROOT}/bin/uv \\\n")
+
+
 def harness_dockerfile(harness: InstalledHarness, uv_wheel: str) -> str:
     env = " ".join(f"{k}={v}" for k, v in HARNESS_ENV.items() if k != "UV_OFFLINE")
     if harness.venv:
@@ -227,8 +228,7 @@ def harness_dockerfile(harness: InstalledHarness, uv_wheel: str) -> str:
         "USER root\n"
         "COPY wheels/ /tmp/wheels/\n"
         "RUN set -e; cd /tmp \\\n"
-        f" && python3 -m zipfile -e /tmp/wheels/{uv_wheel} /tmp/uvwhl \\\n"
-        f" && install -D -m 0755 /tmp/uvwhl/*.data/scripts/uv {HARNESS_ROOT}/bin/uv \\\n"
+        + _uv_lines(uv_wheel) +
         f" && env {env} UV_CACHE_DIR=/tmp/uvcache {HARNESS_ROOT}/bin/uv tool install --offline"
         " --no-index --find-links /tmp/wheels --python /usr/bin/python3 "
         f"{harness.install} \\\n"
@@ -258,8 +258,7 @@ def venv_dockerfile(harness: InstalledHarness, uv_wheel: str, env: str) -> str:
         "RUN set -e; cd /tmp \\\n"
         f" && {py} -c '{RUNTIME_CHECK}; import sys; "
         f"assert sys.version.startswith(\"{harness.python}.\"), sys.version' \\\n"
-        f" && python3 -m zipfile -e /tmp/wheels/{uv_wheel} /tmp/uvwhl \\\n"
-        f" && install -D -m 0755 /tmp/uvwhl/*.data/scripts/uv {HARNESS_ROOT}/bin/uv \\\n"
+        + _uv_lines(uv_wheel) +
         f" && env {env} {HARNESS_ROOT}/bin/uv venv --offline --python {py} {harness.venv} \\\n"
         f" && env {env} UV_CACHE_DIR=/tmp/uvcache {HARNESS_ROOT}/bin/uv pip install --offline"
         f" --no-index --find-links /tmp/wheels --python {harness.venv}/bin/python"
@@ -351,8 +350,7 @@ def _set_runpath(path: Path, runpath: str) -> str:
 
 
 # Not needed to run a harness: the test suite, IDLE, Tk, pip's own copy, headers, docs.
-_RUNTIME_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
-                 "config-3.12-x86_64-linux-gnu", "config-3.13-x86_64-linux-gnu"}
+_RUNTIME_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3"}
 
 
 def copy_python_runtime(prefix: Path, dest: Path, version: str) -> None:
@@ -367,7 +365,7 @@ def copy_python_runtime(prefix: Path, dest: Path, version: str) -> None:
         shutil.copy2(lib, dest / "lib" / lib.name, follow_symlinks=False)
 
     def ignore(directory: str, names: list[str]) -> set[str]:
-        skip = {n for n in names if n in _RUNTIME_SKIP}
+        skip = {n for n in names if n in _RUNTIME_SKIP or n.startswith("config-")}
         if Path(directory).name == "site-packages":
             skip |= set(names)  # the host's pip and friends: the venv brings its own
         return skip
@@ -391,9 +389,6 @@ def harness_problem(name: str, version: str = "", *, image: bool = True) -> str:
     (the submission's harness version), a version the site has no layer for is named; with
     `image`, a layer not built on this worker too."""
     harness = installed_harness(name)
-    unbaked = UNBAKED_HARNESSES.get((name or "").strip().lower())
-    if harness is None and unbaked:
-        return f"{name} {unbaked}"
     if harness is None:
         return (f"{name} runs inside the task container and installs itself from the internet "
                 f"at run time; the site bakes only {', '.join(sorted(INSTALLED_HARNESSES))}")
