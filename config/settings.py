@@ -448,6 +448,23 @@ VERIFICATION_RERUN_MAX_TRIALS = env.int("VERIFICATION_RERUN_MAX_TRIALS", default
 VERIFICATION_RERUN_MAX_COST_USD = env.float("VERIFICATION_RERUN_MAX_COST_USD", default=100.0)
 VERIFICATION_RERUN_FUTILITY_Z = env.float("VERIFICATION_RERUN_FUTILITY_Z", default=0.5)
 VERIFICATION_RERUN_SPENDING = env.str("VERIFICATION_RERUN_SPENDING", default="pocock")
+# At the last look, re-runs that fall short of the site's outcomes by ACCEPT_Z standard deviations
+# or more end inconclusive (not verified) even when the exact bound does not reject.
+VERIFICATION_RERUN_ACCEPT_Z = env.float("VERIFICATION_RERUN_ACCEPT_Z", default=1.5)
+# The power floor: a submission is verified only when its planned re-run detects an inflation of
+# FLOOR_POINTS points at least FLOOR of the time (methods page's model); else "consistent
+# (re-run underpowered)". The site first tries more re-runs per task to reach it, within the caps.
+VERIFICATION_RERUN_POWER_FLOOR_POINTS = env.int("VERIFICATION_RERUN_POWER_FLOOR_POINTS",
+                                                default=15)
+VERIFICATION_RERUN_POWER_FLOOR = env.float("VERIFICATION_RERUN_POWER_FLOOR", default=0.5)
+# The site's cost estimate per re-run trial when neither the trial's tokens at the price table
+# nor any measured re-run of its category tell it (the model-cost cap divides by the estimate;
+# the submission's reported cost never enters it).
+VERIFICATION_RERUN_COST_DEFAULT_USD = env.float("VERIFICATION_RERUN_COST_DEFAULT_USD",
+                                                default=1.0)
+# A reported cost above this multiple of the site's estimate is flagged, as one far below is.
+VERIFICATION_REPORTED_COST_MAX_RATIO = env.float("VERIFICATION_REPORTED_COST_MAX_RATIO",
+                                                 default=3.0)
 # Command agents the site can run, by harness slug (JSON): {"codex": {"install": "...",
 # "run": "codex exec {instruction_file}", "env": ["OPENAI_API_KEY"]}}. oracle, nop and replay
 # are built in. API keys named in "env" are read from VERIFICATION_AGENT_SECRETS.

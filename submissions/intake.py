@@ -54,6 +54,7 @@ from submissions.services import (
     quota_refund,
     submission_transition,
 )
+from submissions.linking import submission_link
 from submissions.verification import rerun_commit, verification_enqueue
 from submissions.verification.lease import worker_identity
 
@@ -370,7 +371,9 @@ def _accept(submission: Submission, claimed_at, *, tree: Path, checked) -> None:
                       + ("; a reference run (never ranked, no model)"
                          if checked.is_reference else "")),
                 queued_at=timezone.now())
-            # The re-run order is fixed and committed now, before any check runs.
+            # Re-uploads of the same runs are linked first: the chain's first upload keys the
+            # re-run order, which is fixed and committed now, before any check runs.
+            submission_link(submission_id=submission.pk, tree=tree)
             rerun_commit(submission_id=submission.pk)
             # The job row commits with the submission; it is published to the broker on commit,
             # and the reconciler re-publishes it if the broker is down (R5).

@@ -103,15 +103,18 @@ LEVEL_DEFINITIONS = {
 }
 
 VERDICT_DEFINITIONS = {
-    SubmissionStatus.VERIFIED: "the site re-ran the agent on a secret sample and the re-run "
-                               "agrees with the claims, every counted trial was re-graded, "
-                               "every counted pass was reproduced or re-run, and no flag is open",
+    SubmissionStatus.VERIFIED: "the site re-ran the agent on a secret sample it sized itself, "
+                               "with enough power to detect the stated inflation, and the re-run "
+                               "agrees with the site's own grading; every counted trial was "
+                               "re-graded, every counted pass was reproduced or re-run, and no "
+                               "flag is open",
     SubmissionStatus.CONSISTENT: "no check contradicts the claims, but the site has not re-run "
                                  "the agent (or another condition of verified is missing: the "
                                  "badge says which)",
     SubmissionStatus.DISCREPANCY: "a check contradicts the claims: a re-grade or replay that "
-                                  "differs, an open reward-hacking flag, or a re-run that "
-                                  "succeeds significantly less often than claimed",
+                                  "differs, an open reward-hacking flag, a re-run that "
+                                  "succeeds significantly less often than the site's grading, or "
+                                  "a link to an upload of the same runs that was a discrepancy",
 }
 
 
@@ -136,15 +139,22 @@ def coverage_badge(coverage: dict | None, *, reconstructed: bool = False,
         parts += (f"; {waiting} pass{'' if waiting == 1 else 'es'} awaiting trajectory judge")
     label = "reference run (not ranked): " if reference else ""
     verdict = coverage["verdict"]
+    earlier = coverage.get("agent_discrepancies") or []
+    if earlier:
+        parts += (f"; the same agent's submission{'' if len(earlier) == 1 else 's'} "
+                  + ", ".join(str(s) for s in earlier) + " ended in a discrepancy")
     if verdict == SubmissionStatus.VERIFIED:
         return (f"{label}verified: {parts}; the site re-ran the agent and it agrees with the "
-                f"claims; every counted pass ({coverage['passes']}) reproduced or re-run")
+                f"site's grading; every counted pass ({coverage['passes']}) reproduced or re-run")
     if verdict == SubmissionStatus.DISCREPANCY:
         flagged = coverage.get("flagged", 0)
+        linked = coverage.get("linked_discrepancies") or []
         return (f"{label}discrepancy: {parts}; the site's checks contradict the claims "
                 f"({flagged} trial{'' if flagged == 1 else 's'} flagged"
-                + ("; the re-run succeeds significantly less often than claimed"
-                   if coverage.get("rerun_contradicts") else "") + ")")
+                + ("; the re-run succeeds significantly less often than the site's grading"
+                   if coverage.get("rerun_contradicts") else "")
+                + ("; linked to discrepant submission" + ("s " if len(linked) > 1 else " ")
+                   + ", ".join(str(s) for s in linked) if linked else "") + ")")
     missing = "; ".join(coverage.get("not_verified_because") or []) or "not re-run"
     return f"{label}consistent, not verified: {parts}; {missing}"
 
@@ -266,6 +276,12 @@ class Submission(BaseModel):
     rerun_commitment = models.CharField(max_length=64, blank=True)
     rerun_committed_at = models.DateTimeField(null=True, blank=True)
     rerun_revealed_at = models.DateTimeField(null=True, blank=True)
+    # The first submission of the chain this one is linked to (submissions.linking: shared
+    # trial ids or trajectories); null when it is linked to none. Its archive digest keys the
+    # re-run order of the whole chain, so a re-rolled archive gets the same sample and the
+    # re-runs already made, never fresh draws.
+    lineage = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
+                                related_name="lineage_members")
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -447,8 +463,21 @@ class Trial(BaseModel):
     trajectory_judge_prompt_version = models.CharField(max_length=60, blank=True)
     trajectory_judge_reason = models.TextField(blank=True)
     trajectory_judge_steps = models.JSONField(default=list, blank=True)
+    # Fingerprints that link re-uploads of the same runs (submissions.linking): Harbor's trial
+    # id, and sha256 digests of the stored trajectory and of the stored output files.
+    harbor_trial_id = models.CharField(max_length=100, blank=True)
+    trajectory_sha256 = models.CharField(max_length=64, blank=True)
+    outputs_sha256 = models.CharField(max_length=64, blank=True)
 
     class Meta:
+        indexes = [
+            models.Index(fields=["harbor_trial_id"], name="trial_harbor_id",
+                         condition=~Q(harbor_trial_id="")),
+            models.Index(fields=["trajectory_sha256"], name="trial_trajectory_sha256",
+                         condition=~Q(trajectory_sha256="")),
+            models.Index(fields=["outputs_sha256"], name="trial_outputs_sha256",
+                         condition=~Q(outputs_sha256="")),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["submission", "benchmark_task", "attempt"], name="uniq_trial_attempt"
@@ -645,6 +674,31 @@ class TrialCheck(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.trial_id or self.benchmark_task_id}: {self.status}"
+
+
+class SubmissionLink(BaseModel):
+    """``submission`` shares runs with the earlier ``linked``: the same Harbor trial ids, the
+    same trajectories or the same outputs (submissions.linking). Within an account and across
+    accounts; maintainers see them, and the re-run evidence of linked submissions of the same
+    agent is pooled."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="links")
+    linked = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="linked_by")
+    shared_trial_ids = models.PositiveIntegerField(default=0)
+    shared_trajectories = models.PositiveIntegerField(default=0)
+    shared_outputs = models.PositiveIntegerField(default=0)
+    same_owner = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "linked"], name="uniq_submission_link"),
+            models.CheckConstraint(condition=~Q(submission=models.F("linked")),
+                                   name="submission_link_not_self"),
+        ]
+        ordering = ["submission", "linked"]
+
+    def __str__(self) -> str:
+        return f"{self.submission_id} -> {self.linked_id}"
 
 
 class ScoreRevision(BaseModel):

@@ -74,7 +74,9 @@ def submission_rescore(*, submission: Submission, actor=None, reason: str = "") 
                 with transaction.atomic():
                     job = VerificationJob.objects.create(
                         submission_id=submission.pk, purpose=JobPurpose.RESCORE,
-                        config={**job_config(), "checks": ["regrade"],
+                        # A pass the re-score creates gets every check a pass gets: its
+                        # replay and trajectory judge run in this job (the screen at the switch).
+                        config={**job_config(), "checks": ["regrade", "replay", "traj_judge"],
                                 "reason": reason or "re-score requested"})
             except IntegrityError:  # a concurrent request created it first
                 job = VerificationJob.objects.get(submission_id=submission.pk,

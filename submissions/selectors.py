@@ -101,7 +101,10 @@ def rerun_figures(*, submission: Submission,
                   trials: list[Trial] | None = None) -> dict[int, RerunFigures]:
     """Trial id -> the site's latest re-run of that trial's task and attempt (a re-run check
     that ran: match or mismatch), its measured time, tokens and cost beside the trial's reported
-    cost. Public wherever the trial is. Two queries (one with ``trials`` given)."""
+    cost. Public wherever the trial is, once the verdict revealed the sample: before it, which
+    trials are re-run is the site's secret. Two queries (one with ``trials`` given)."""
+    if submission.rerun_commitment and submission.rerun_revealed_at is None:
+        return {}
     latest: dict[tuple[int, int], TrialCheck] = {}
     for check in TrialCheck.objects.filter(
             job__submission=submission, kind=CheckKind.RERUN,

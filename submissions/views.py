@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from submissions import citation
+from submissions import citation, linking
 from submissions import client as submit_client
 from submissions import selectors, services
 from submissions.api import submission_status_payload
@@ -204,6 +204,7 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "infra": (infra := selectors.infra_claims(submission=submission)),
         "infra_confirmed": sum(c["trial"].infra_confirmed for c in infra),
         "share": _submission_share(request, submission),
+        "lineage": linking.lineage_summary(submission) if user and user.is_staff else None,
     })
 
 

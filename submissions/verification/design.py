@@ -1,5 +1,12 @@
-"""How many trials the site re-runs, and the test that compares them with the claims (issue 22,
-point 4): a sequential, paired design with an exact conditional test against inflation.
+"""How many trials the site re-runs, and the test that compares them with the site's outcomes:
+a sequential, paired design with an exact conditional test against inflation.
+
+What the re-runs are compared with is the site's outcome of each trial (after the re-grade), not
+the submission's claim: an output the site graded as a pass is a pass whatever was claimed, so
+a fabricated pass with no claimed grade is tested like any other. Below, "claims" means those
+outcomes. Which design a submission gets is the site's choice (``plan``): its caps come from the
+site's own cost estimate, and a design that cannot reach the power floor leaves the submission
+short of "verified".
 
 Pure Python + numpy/scipy: no models, no settings; every parameter is passed in (`Design`).
 
@@ -50,7 +57,15 @@ the earlier looks' bounds are recomputed from the same totals, so a crossing at 
 conditional probability at most ``alpha`` whatever the totals, and the false-alarm rate is at
 most ``alpha``. Before the last look the design stops as consistent (futility; non-binding, so it
 only lowers the false-alarm rate) when the re-runs are no worse than the claims predict:
-z < ``futility_z``, z = (expected - observed re-run passes) / sd under the conditional null.
+z < ``futility_z``, z = (expected - observed re-run passes) / sd under the conditional null. At
+the last look it is consistent only when z < ``accept_z``; a shortfall the bound does not reject
+but that is that large ends inconclusive.
+
+Every task is queued, those with no pass too. Skipping them (they are nearly uninformative)
+would choose strata by their outcomes: honest agents at a 20% rate were then flagged 23% of the
+time in simulation. The exact correction (a hypergeometric truncated to at least one pass) makes
+a task with one pass and a failing re-run carry no evidence at all, exactly where fakes spread
+one per task land: detection of such a +10-point inflation fell from 24-37% to 1-13%.
 """
 
 from __future__ import annotations
@@ -79,11 +94,12 @@ _CODES = {0: INCONCLUSIVE, 1: CONSISTENT, 2: INFLATED}
 
 @dataclass(frozen=True)
 class Trial:
-    """A candidate trial: task, attempt and the submission's claim (pass or fail)."""
+    """A candidate trial: task, attempt and the site's outcome of it (after the re-grade: a
+    submitted output the site graded as a pass is a pass, whatever the submission claimed)."""
 
     task: str
     attempt: int
-    claimed: bool
+    passed: bool
 
     @property
     def key(self) -> tuple[str, int]:
@@ -98,8 +114,10 @@ class Design:
     ``max_trials``: the hard cap on re-run trials; ``reruns_per_task``: trials re-run per queued
     task; ``max_cost_usd`` with ``cost_per_trial_usd``: the model-cost cap (either None: none);
     ``alpha``: the false-alarm rate; ``futility_z``: stop as consistent before the last look when
-    the standardized shortfall of re-run passes is below it; ``spending``: the alpha spending
-    function; ``stratum``: "task" (the site's test) or "trial" (McNemar)."""
+    the standardized shortfall of re-run passes is below it; ``accept_z``: at the last look, a
+    shortfall at or above it that the bound does not reject ends inconclusive, not consistent;
+    ``spending``: the alpha spending function; ``stratum``: "task" (the site's test) or "trial"
+    (McNemar)."""
 
     first: int
     step: int
@@ -109,6 +127,7 @@ class Design:
     max_cost_usd: float | None = None
     cost_per_trial_usd: float | None = None
     futility_z: float = 0.0
+    accept_z: float = math.inf
     spending: str = "pocock"
     stratum: str = "task"
 
@@ -135,6 +154,7 @@ class Design:
                    reruns_per_task=conf.VERIFICATION_RERUN_PER_TASK,
                    max_cost_usd=cost, cost_per_trial_usd=cost_per_trial_usd,
                    futility_z=conf.VERIFICATION_RERUN_FUTILITY_Z,
+                   accept_z=conf.VERIFICATION_RERUN_ACCEPT_Z,
                    spending=conf.VERIFICATION_RERUN_SPENDING)
 
     def trial_cap(self) -> int:
@@ -234,14 +254,16 @@ class Run:
 
 
 def run_design(s, a, r, y, looks: Sequence[int], spent: Sequence[float], futility_z: float,
-               available: int | None = None) -> Run:
+               available: int | None = None, accept_z: float = math.inf) -> Run:
     """Run the sequential test on R replications at once.
 
     ``s``, ``a``, ``r``, ``y``: (R, n) arrays, per queued stratum in queue order: claimed passes,
     claimed attempts, re-runs and re-run passes (n >= the last look). ``looks``: cumulative
     numbers of strata; ``spent``: cumulative alpha by look. ``available``: how many strata have
     their results (default: all); later looks are not evaluated, and a replication that has not
-    stopped by then is inconclusive."""
+    stopped by then is inconclusive. At the last look a replication the bound does not reject is
+    consistent only when z < ``accept_z``; otherwise it ends inconclusive: re-runs clearly worse
+    than the claims predict are never called consistent because the bound was not crossed."""
     s, a, r, y = (np.atleast_2d(np.asarray(v, dtype=float)) for v in (s, a, r, y))
     reps = s.shape[0]
     n = looks[-1] if looks else 0
@@ -281,7 +303,8 @@ def run_design(s, a, r, y, looks: Sequence[int], spent: Sequence[float], futilit
         z = np.divide(mean - passes, sd, out=np.zeros(reps), where=sd > 0)
         pval = np.minimum(np.cumsum(full, axis=1)[rows, passes], 1.0)
         reject = passes <= crit
-        futile = ~reject & ((k == last) | (z < futility_z))
+        final = k == last
+        futile = ~reject & np.where(final, z < accept_z, z < futility_z)
         here = ~stopped
         out.look[here] = k + 1
         out.strata[here] = size
@@ -294,7 +317,7 @@ def run_design(s, a, r, y, looks: Sequence[int], spent: Sequence[float], futilit
         out.spent[here] = spent[k]
         out.status[here & reject] = 2
         out.status[here & futile] = 1
-        stopped |= reject | futile
+        stopped |= reject | futile | final
         if stopped.all():
             break
     return out
@@ -317,19 +340,19 @@ def _convolve(dist: np.ndarray, pmf: np.ndarray) -> np.ndarray:
 @dataclass
 class RerunState:
     """A submission's re-run so far: its design, every counted trial in the caller's secret
-    order (the claims the test compares with) and the re-run outcomes recorded so far, by (task,
-    attempt) (True: the re-run passed)."""
+    order (with the site's outcome the test compares with) and the re-run outcomes recorded so
+    far, by (task, attempt) (True: the re-run passed)."""
 
     design: Design
     candidates: Sequence[Trial]
     results: Mapping[tuple[str, int], bool] = field(default_factory=dict)
 
     def claims(self) -> dict[str, tuple[int, int]]:
-        """(claimed passes, claimed attempts) per task, tasks in the secret order."""
+        """(passes, attempts) per task by the site's outcome, tasks in the secret order."""
         out: dict[str, list[int]] = {}
         for t in self.candidates:
             c = out.setdefault(t.task, [0, 0])
-            c[0] += bool(t.claimed)
+            c[0] += bool(t.passed)
             c[1] += 1
         return {k: (v[0], v[1]) for k, v in out.items()}
 
@@ -338,7 +361,9 @@ class RerunState:
 
     def queue(self) -> list[list[Trial]]:
         """The queued tasks, each as the trials it re-runs: its first ``reruns_per_task`` trials
-        in the secret order; as many tasks as the last look."""
+        in the secret order; as many tasks as the last look. Every task is queued, those with
+        no pass too: choosing tasks by their outcomes would bias the exact test (the module
+        docstring says by how much)."""
         per_task: dict[str, list[Trial]] = {}
         for t in self.candidates:
             got = per_task.setdefault(t.task, [])
@@ -368,7 +393,7 @@ class RerunState:
                 s.append(passes), a.append(attempts), r.append(len(group)), y.append(sum(ys))
             else:
                 for t, yt in zip(group, ys, strict=True):
-                    s.append(int(bool(t.claimed))), a.append(1), r.append(1), y.append(yt)
+                    s.append(int(bool(t.passed))), a.append(1), r.append(1), y.append(yt)
         return s, a, r, y
 
 
@@ -397,28 +422,34 @@ def decision(state: RerunState) -> dict:
     done = state.completed()
     ran = [t for group in queue[:done] for t in group]
     base = {"looks": list(looks), "alpha": design.alpha, "test": describe_test(design),
-            "b": sum(1 for t in ran if t.claimed and not state.results[t.key]),
-            "c": sum(1 for t in ran if not t.claimed and state.results[t.key]),
+            "b": sum(1 for t in ran if t.passed and not state.results[t.key]),
+            "c": sum(1 for t in ran if not t.passed and state.results[t.key]),
             "covered": [t.key for t in ran], "tasks": done, "trials": len(ran), "look": 0,
-            "p_value": None}
+            "p_value": None, "final": False}
     if not looks:
-        return {**base, "status": INCONCLUSIVE, "reason": "the caps allow no re-run"}
+        reason = "the caps allow no re-run"
+        return {**base, "status": INCONCLUSIVE, "reason": reason, "final": True}
     if done < looks[0]:
         return {**base, "status": INCONCLUSIVE,
                 "reason": f"{done} of the first look's {looks[0]} tasks re-run"}
     strata_looks, per = _stratum_looks(state, looks)
     s, a, r, y = state.strata(queue)
     run = run_design([s], [a], [r], [y], strata_looks, design.spent(looks), design.futility_z,
-                     available=int(sum(per[:done])))
+                     available=int(sum(per[:done])), accept_z=design.accept_z)
     status = run.statuses()[0]
     look = int(run.look[0])
-    reason = {INFLATED: "the re-runs passed less often than the claims allow: at or below the "
-                        "look's exact bound",
-              CONSISTENT: ("the last look did not reject" if look == len(looks)
-                           else "the re-runs are no worse than the claims predict (stopped "
-                                "early)"),
-              INCONCLUSIVE: "more re-runs needed"}[status]
-    return {**base, "status": status, "look": look, "tasks": looks[look - 1],
+    final = status != INCONCLUSIVE or look == len(looks)
+    reason = {INFLATED: "the re-runs passed less often than the site's outcomes allow: at or "
+                        "below the look's exact bound",
+              CONSISTENT: ("the last look did not reject and the re-runs are in line with the "
+                           "site's outcomes" if look == len(looks)
+                           else "the re-runs are no worse than the site's outcomes predict "
+                                "(stopped early)"),
+              INCONCLUSIVE: (f"the last look did not reject, but the re-runs passed "
+                             f"{float(run.z[0]):.2f} sd below what the site's outcomes predict "
+                             f"(consistent needs under {design.accept_z:g} sd)"
+                             if look == len(looks) else "more re-runs needed")}[status]
+    return {**base, "status": status, "look": look, "tasks": looks[look - 1], "final": final,
             "trials": int(run.trials[0]), "rerun_passes": int(run.passes[0]),
             "expected_passes": float(run.expected[0]), "z": float(run.z[0]),
             "p_value": float(run.p_value[0]), "critical": int(run.critical[0]),
@@ -432,9 +463,11 @@ def next_stage(state: RerunState) -> list[Trial] | None:
     if not looks:
         return None
     done = state.completed()
-    if done >= looks[0] and decision(state)["status"] != INCONCLUSIVE:
+    if done >= looks[0] and decision(state)["final"]:
         return None
-    target = next(n for n in looks if n > done)
+    target = next((n for n in looks if n > done), None)
+    if target is None:
+        return None
     return [t for group in state.queue()[:target] for t in group if t.key not in state.results]
 
 
@@ -466,40 +499,68 @@ def inflate(outcomes: np.ndarray, points: float, rng: np.random.Generator) -> np
 
 def simulate(design: Design, claimed: np.ndarray, p: np.ndarray, rng: np.random.Generator,
              present: np.ndarray | None = None) -> Run:
-    """The design on R simulated submissions: ``claimed`` (R, T, A) booleans, the claims (the
-    design sees nothing else); ``p`` (R, T) the agent's true success probability per task, from
-    which the site's re-runs are fresh draws; ``present`` (T, A) which cells are trials (default
-    all). The secret order is a random permutation per replication."""
+    """The design on R simulated submissions: ``claimed`` (R, T, A) booleans, the outcomes the
+    site compares with (the design sees nothing else); ``p`` (R, T) the agent's true success
+    probability per task, from which the site's re-runs are fresh draws; ``present`` (T, A)
+    which cells are trials (default all). The secret order is a random permutation per
+    replication."""
     reps, n_tasks, attempts = claimed.shape
     present = np.ones((n_tasks, attempts), dtype=bool) if present is None else present
+    claimed = claimed & present[None]
+    order = np.argsort(rng.random((reps, n_tasks)), axis=1)  # tasks in secret order
+    counts = present.sum(axis=1)
+    rows = np.arange(reps)[:, None, None]
+    # each task's attempts in a random order (present ones first); the first r are re-run
+    akeys = rng.random((reps, n_tasks, attempts)) + ~present[order]
+    picks = np.argsort(akeys, axis=2)[:, :, : design.reruns_per_task]
+    r = np.minimum(counts[order], design.reruns_per_task)  # (R, T)
+    live = np.arange(design.reruns_per_task)[None, None, :] < r[..., None]
+    own = claimed[rows, order[..., None], picks] & live
+    y = (rng.random(own.shape) < p[np.arange(reps)[:, None], order][..., None]) & live
     looks = design.looks(n_tasks)
     if not looks:
         zero = np.zeros(reps, dtype=int)
         return Run(zero, zero, zero, zero, zero, zero - 1,
                    *(np.full(reps, np.nan) for _ in range(3)), np.zeros(reps))
     n = looks[-1]
-    rows = np.arange(reps)[:, None, None]
-    order = np.argsort(rng.random((reps, n_tasks)), axis=1)[:, :n]  # tasks in secret order
-    counts = present.sum(axis=1)
-    # each task's attempts in a random order (present ones first); the first r are re-run
-    akeys = rng.random((reps, n, attempts)) + ~present[order]
-    picks = np.argsort(akeys, axis=2)[:, :, : design.reruns_per_task]
-    r = np.minimum(counts[order], design.reruns_per_task)  # (R, n)
-    live = np.arange(design.reruns_per_task)[None, None, :] < r[..., None]
-    own = claimed[rows, order[..., None], picks] & live
-    y = (rng.random(own.shape) < p[np.arange(reps)[:, None], order][..., None]) & live
     if design.stratum == "task":
         s = claimed.sum(axis=2)[np.arange(reps)[:, None], order]
-        args = (s, counts[order], r, y.sum(axis=2))
+        args = (s[:, :n], counts[order[:, :n]], r[:, :n], y[:, :n].sum(axis=2))
         strata_looks = list(looks)
     else:
-        flat = live.reshape(reps, -1)
-        args = (own.reshape(reps, -1)[:, :], np.ones_like(flat, dtype=int), flat.astype(int),
-                y.reshape(reps, -1))
+        flat = live[:, :n].reshape(reps, -1)
+        args = (own[:, :n].reshape(reps, -1), np.ones_like(flat, dtype=int), flat.astype(int),
+                y[:, :n].reshape(reps, -1))
         # the McNemar strata of a task are its re-run trials: looks scaled by reruns_per_task
         # (tasks with fewer trials contribute empty strata: r = 0)
         strata_looks = [k * design.reruns_per_task for k in looks]
-    return run_design(*args, strata_looks, design.spent(looks), design.futility_z)
+    return run_design(*args, strata_looks, design.spent(looks), design.futility_z,
+                      accept_z=design.accept_z)
+
+
+def inflate_spread(outcomes: np.ndarray, points: float) -> np.ndarray:
+    """Claims inflated by ``points`` spread thin: one fake pass per task, weakest tasks first
+    (fewest true passes), then a second round, and so on. Each fake moves its own task's
+    stratum by one pass only, which is what makes it the hardest inflation for a test
+    stratified by task to see. ``outcomes``: (R, T, A)."""
+    reps, n_tasks, attempts = outcomes.shape
+    out = outcomes.copy()
+    left = np.full(reps, int(round(points * n_tasks * attempts)))
+    for _round in range(attempts):
+        if not left.any():
+            break
+        passes = out.sum(axis=2)
+        # weakest first among tasks that still have a failure; the rest last
+        key = np.where(passes < attempts, passes, attempts + 1).astype(float)
+        order = np.argsort(key + np.arange(n_tasks) / (2 * n_tasks), axis=1)
+        for j in range(n_tasks):
+            t = order[:, j]
+            cell = out[np.arange(reps), t]  # (R, A)
+            can = (left > 0) & ~cell.all(axis=1)
+            first_fail = np.argmin(cell, axis=1)
+            out[np.flatnonzero(can), t[can], first_fail[can]] = True
+            left -= can
+    return out
 
 
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(61)
@@ -512,6 +573,80 @@ def ability_for(rate: float, task_sd: float) -> float:
     rate = min(max(rate, 1e-4), 1 - 1e-4)
     return float(optimize.brentq(lambda th: expit(th + task_sd * _NODES) @ _WEIGHTS - rate,
                                  -40.0, 40.0))
+
+
+def _shape(candidates: Sequence[Trial]) -> tuple[int, int, float]:
+    """(tasks, attempts per task, pass rate by the site's outcome) of a submission."""
+    n_tasks = len(dict.fromkeys(t.task for t in candidates))
+    attempts = max(1, round(len(candidates) / n_tasks)) if n_tasks else 1
+    rate = sum(bool(t.passed) for t in candidates) / len(candidates) if candidates else 0.0
+    return n_tasks, attempts, rate
+
+
+def power_at(candidates: Sequence[Trial], design: Design, points: int, *,
+             task_sd: float = TASK_SD, reps: int = 2000, seed: int = 0,
+             spread: bool = False) -> float:
+    """How often the design flags claims inflated by ``points`` on a benchmark of this
+    submission's size and pass rate, under the methods page's model (logit-normal task
+    difficulty, sd ``task_sd``; the true rate is the submission's rate minus the inflation;
+    fakes on random failures, or spread one per task with ``spread``). Seeded, so the same
+    submission always gets the same figure."""
+    n_tasks, attempts, rate = _shape(candidates)
+    if not n_tasks or points <= 0:
+        return 0.0
+    rng = np.random.default_rng([seed, points, int(spread)])
+    theta = ability_for(rate - points / 100, task_sd)
+    p = expit(theta + task_sd * rng.standard_normal((reps, n_tasks)))
+    truth = rng.random((reps, n_tasks, attempts)) < p[..., None]
+    claimed = inflate_spread(truth, points / 100) if spread else inflate(truth, points / 100, rng)
+    return float((simulate(design, claimed, p, rng).status == 2).mean())
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The re-run the site plans for one submission: the design (its caps from the site's own
+    cost estimate), the power of that design against the floor's inflation, and whether it
+    reaches the floor (else the submission cannot be verified: the re-run is underpowered)."""
+
+    design: Design
+    floor_points: int
+    floor_power: float
+    power: float
+    cap: int  # re-run trials at most, for this submission's tasks
+
+    @property
+    def powered(self) -> bool:
+        return self.floor_points > 0 and self.power >= self.floor_power
+
+    def sentence(self) -> str:
+        if self.floor_points <= 0:
+            return "no pass the site graded: nothing a re-run could find inflated"
+        per = self.design.reruns_per_task
+        return (f"detects a {self.floor_points}-point inflation {self.power:.0%} of the time "
+                f"(the site requires {self.floor_power:.0%}; {per} re-run{'s' if per > 1 else ''}"
+                f" per task, at most {self.cap} re-run trials)")
+
+
+def plan(candidates: Sequence[Trial], base: Design, *, floor_points: int, floor_power: float,
+         reps: int = 1000, seed: int = 0) -> Plan:
+    """The site's design for these trials: the base design, or, when it cannot reach the power
+    floor, the same with more re-runs per task (up to the attempts per task); the first that
+    reaches the floor, else the base design (the cheapest: a re-run that cannot verify still
+    tests for inflation). The points are capped by what the submission's pass rate allows
+    (claims of 10% cannot hide 15 points)."""
+    n_tasks, attempts, rate = _shape(candidates)
+    points = min(int(floor_points), int(math.floor(100 * rate + 1e-9)))
+    first = None
+    for per_task in range(base.reruns_per_task, max(base.reruns_per_task, attempts) + 1):
+        d = Design(**{**base.__dict__, "reruns_per_task": per_task})
+        pw = power_at(candidates, d, points, reps=reps, seed=seed) if points > 0 else 0.0
+        looks = d.looks(n_tasks)
+        got = Plan(d, points, floor_power, pw,
+                   min(looks[-1] * per_task, len(candidates)) if looks else 0)
+        first = first or got
+        if got.powered or points <= 0:
+            return got if got.powered else first
+    return first
 
 
 def describe_power(candidates: Sequence[Trial], design: Design, *, task_sd: float = TASK_SD,
@@ -534,23 +669,14 @@ def describe_power(candidates: Sequence[Trial], design: Design, *, task_sd: floa
     tasks = list(dict.fromkeys(t.task for t in candidates))
     looks = design.looks(len(tasks))
     cap = min(looks[-1] * design.reruns_per_task, len(candidates)) if looks else 0
-    claimed_rate = (sum(bool(t.claimed) for t in candidates) / len(candidates)
-                    if candidates else 0.0)
+    claimed_rate = _shape(candidates)[2]
     base = {"alpha": design.alpha, "target": target, "cap": cap, "looks": list(looks),
             "claimed_rate": claimed_rate, "task_sd": task_sd, "reps": reps, "seed": seed}
     if not looks:
         return {**base, "points": None, "power": 0.0,
                 "sentence": "The site re-runs no trial of this submission: the caps allow none."}
-    n_tasks = len(tasks)
-    attempts = max(1, round(len(candidates) / n_tasks))
-
     def power(points: int) -> float:
-        rng = np.random.default_rng([seed, points])
-        theta = ability_for(claimed_rate - points / 100, task_sd)
-        p = expit(theta + task_sd * rng.standard_normal((reps, n_tasks)))
-        truth = rng.random((reps, n_tasks, attempts)) < p[..., None]
-        claimed = inflate(truth, points / 100, rng)
-        return float((simulate(design, claimed, p, rng).status == 2).mean())
+        return power_at(candidates, design, points, task_sd=task_sd, reps=reps, seed=seed)
 
     top = int(math.floor(100 * claimed_rate))
     at_top = power(top) if top >= 1 else 0.0

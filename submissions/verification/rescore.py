@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from submissions.models import (
     CheckKind,
+    CheckStatus,
     JobStatus,
     Outcome,
     ScoreRevision,
@@ -22,6 +23,7 @@ from submissions.models import (
     Trial,
     TrialCheck,
     VerificationJob,
+    VerificationLevel,
 )
 from submissions.signals import published_set_changed
 from submissions.trials import trial_check_record, trial_screen_record
@@ -92,14 +94,25 @@ def rescore_apply(job: VerificationJob, worker: str) -> dict:
         summary = {"rescore": True, "headline": headline, "before": before, "after": after,
                    "changes": changes}
         if changes:
-            # A pass the re-score created is screened like any other, then the one verdict
-            # function recomputes the badge (a new pass never reproduced or re-run is uncovered).
+            # A pass the re-score created was replayed and read by the trajectory judge in
+            # this job; it is screened here with that replay's activity, and its level is what
+            # this job proved (a level earned while it was a failure does not carry over).
+            # Then the one verdict function recomputes the badge.
+            replays = {c.trial_id: c for c in TrialCheck.objects.filter(
+                job=job, kind=CheckKind.REPLAY)}
             for change in changes:
                 if (change["outcome_after"] == Outcome.PASSED
                         and change["outcome_before"] != Outcome.PASSED):
                     trial = trials[change["trial"]]
-                    _rules, hits, _evidence, _traj = screen_trial(trial, activity=None)
+                    replay = replays.get(trial.pk)
+                    activity = (replay.detail or {}).get("activity") if replay else None
+                    _rules, hits, _evidence, _traj = screen_trial(trial, activity=activity)
                     trial_screen_record(trial_id=trial.pk, hits=sorted({h.rule for h in hits}))
+                    level = (VerificationLevel.REPRODUCED if replay is not None
+                             and replay.status == CheckStatus.MATCH
+                             else VerificationLevel.REGRADED)
+                    Trial.objects.filter(pk=trial.pk).update(verification_level=level,
+                                                             updated_at=now)
             submission_verdict_record(submission_id=sub.pk)
             ScoreRevision.objects.create(
                 submission=sub, job=job,

@@ -51,13 +51,18 @@ def rerun_commit(*, submission_id: int) -> str:
     Run inside the transaction in which intake accepts the upload. Returns the commitment."""
     with transaction.atomic():
         sub = Submission.objects.select_for_update().only(
-            "pk", "archive_sha256", "rerun_commitment").get(pk=submission_id)
+            "pk", "archive_sha256", "rerun_commitment", "lineage").get(pk=submission_id)
         if sub.rerun_commitment:
             return sub.rerun_commitment
         trials = list(Trial.objects.filter(submission_id=submission_id)
                       .values_list("benchmark_task__name", "attempt"))
-        # Demo or hand-made rows without an archive are ordered by their trial set instead.
-        digest = sub.archive_sha256 or hashlib.sha256(canonical(sorted(trials))).hexdigest()
+        # A linked re-upload is ordered by its chain's first archive, so re-rolling the bytes
+        # never buys a new sample. Demo or hand-made rows without an archive are ordered by
+        # their trial set instead.
+        root = (Submission.objects.only("archive_sha256").get(pk=sub.lineage_id)
+                if sub.lineage_id else sub)
+        digest = (root.archive_sha256 or sub.archive_sha256
+                  or hashlib.sha256(canonical(sorted(trials))).hexdigest())
         order = sample_order(secret=settings.VERIFICATION_SAMPLE_SECRET,
                              archive_sha256=digest, trials=trials)
         salt = secrets.token_hex(32)
@@ -72,6 +77,13 @@ def rerun_reveal(*, submission_id: int) -> None:
     """The verdict is recorded: the order and the salt become public (idempotent)."""
     Submission.objects.filter(pk=submission_id, rerun_revealed_at__isnull=True).exclude(
         rerun_commitment="").update(rerun_revealed_at=timezone.now())
+
+
+def secret_rank(*, purpose: str, digest: str, key: str) -> str:
+    """A rank no submitter can predict, for any other sample the site draws (the replay of
+    failing trials): an HMAC under the same secret."""
+    return hmac.new(settings.VERIFICATION_SAMPLE_SECRET.encode(),
+                    f"{purpose}\x1f{digest}\x1f{key}".encode(), hashlib.sha256).hexdigest()
 
 
 def public_sample(sub: Submission) -> dict:

@@ -4,8 +4,10 @@ check's contribution) and the status page's view of a job's progress."""
 
 from __future__ import annotations
 
+from django.db.models import Q
 from django.utils import timezone
 
+from submissions import linking
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
     FLAG_AWAITING_TRAJECTORY_JUDGE,
@@ -62,10 +64,9 @@ def submission_verdict_record(*, submission_id: int, job: VerificationJob | None
     rerun = rerun_statistics(job) if job is not None else None
     trials = Trial.objects.filter(submission_id=submission_id)
     if rerun and rerun["ran"] and not rerun["significant"]:
-        # A re-run attempt covers only the trial it reproduces, when it agrees with its outcome.
-        agree = [pk for pk, success in trials.filter(pk__in=rerun["agreeing_trials"])
-                 .values_list("pk", "success") if success is not None]
-        trials.filter(pk__in=agree).exclude(verification_level=VerificationLevel.RERUN).update(
+        # A re-run covers only the pass it reproduces, when it passed too (rerun_statistics).
+        trials.filter(pk__in=rerun["agreeing_trials"], success=True).exclude(
+            verification_level=VerificationLevel.RERUN).update(
             verification_level=VerificationLevel.RERUN, updated_at=timezone.now())
     counted = trials.exclude(outcome=Outcome.INFRA_ERROR)
     rows = list(counted.values_list("verification_level", "success", "verified_reward", "flags"))
@@ -90,9 +91,11 @@ def submission_verdict_record(*, submission_id: int, job: VerificationJob | None
         "trajectory_suspicious": sum(FLAG_TRAJECTORY_SUSPICIOUS in f for f in all_flags),
         "rerun_ran": bool(rerun and rerun["ran"]),
         "rerun_contradicts": bool(rerun and rerun["significant"]),
+        **_chain(submission_id),
     }
     why = _not_verified_because(coverage, rerun, submission_id)
-    contradicts = coverage["rerun_contradicts"] or any(_contradicts(f) for f in all_flags)
+    contradicts = (coverage["rerun_contradicts"] or bool(coverage["linked_discrepancies"])
+                   or any(_contradicts(f) for f in all_flags))
     coverage["not_verified_because"] = why
     coverage["verdict"] = str(SubmissionStatus.DISCREPANCY if contradicts
                               else SubmissionStatus.CONSISTENT if why
@@ -101,14 +104,42 @@ def submission_verdict_record(*, submission_id: int, job: VerificationJob | None
     return coverage
 
 
+def _chain(submission_id: int) -> dict:
+    """What links this submission to others: the discrepant submissions of its chain (a
+    discrepancy stays with every linked upload), the re-rolls, and the earlier discrepant
+    submissions of the same agent (shown, not held against a new run of its own)."""
+    sub = Submission.objects.only("pk", "lineage_id", "agent_id").get(pk=submission_id)
+    chain = [pk for pk in linking.lineage_of(sub) if pk != submission_id]
+    discrepant = list(Submission.objects.filter(pk__in=chain).filter(
+        Q(status=SubmissionStatus.DISCREPANCY) | Q(coverage__verdict="discrepancy"))
+        .values_list("pk", flat=True))
+    agent = list(Submission.objects.filter(agent_id=sub.agent_id).exclude(pk=submission_id)
+                 .exclude(pk__in=discrepant).filter(
+                     Q(status=SubmissionStatus.DISCREPANCY) | Q(coverage__verdict="discrepancy"))
+                 .values_list("pk", flat=True)) if sub.agent_id else []
+    return {"linked_discrepancies": sorted(discrepant), "rerolls": len(chain),
+            "agent_discrepancies": sorted(agent)}
+
+
 def _not_verified_because(cov: dict, rerun: dict | None, submission_id: int) -> list[str]:
     why = []
     if not rerun or not rerun["ran"]:
         reason = (rerun or {}).get("reason") or ""
-        why.append(f"not re-runnable: {reason}" if (rerun or {}).get("not_runnable")
-                   else "not re-run by the site" + (f" ({reason})" if reason else ""))
+        if (rerun or {}).get("not_runnable"):
+            whose = ("the submission" if rerun.get("not_runnable_by") == "submission"
+                     else "the site")
+            why.append(f"not re-runnable because of {whose}: {reason}")
+        else:
+            why.append("not re-run by the site" + (f" ({reason})" if reason else ""))
     elif rerun.get("decision") == "inconclusive":
-        why.append("the re-run was inconclusive at its cap")
+        why.append(f"inconclusive: {rerun.get('decision_reason') or 'more re-runs needed'}")
+    plan = (rerun or {}).get("plan")
+    if plan and not plan["powered"]:
+        why.append(f"re-run underpowered: the site's design {plan['sentence']}")
+    if cov.get("linked_discrepancies"):
+        why.append("linked to discrepant submission"
+                   f"{'s' if len(cov['linked_discrepancies']) > 1 else ''} "
+                   + ", ".join(str(s) for s in cov["linked_discrepancies"]))
     if cov["regraded"] < cov["counted"]:
         why.append(f"{cov['counted'] - cov['regraded']} of {cov['counted']} counted trials not "
                    "re-graded")

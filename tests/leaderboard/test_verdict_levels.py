@@ -48,13 +48,16 @@ pytestmark = pytest.mark.django_db
 
 
 def _verified_by_rerun(tasks, settings, *, first=5, per_task=3, rerun_pass=True,
-                       level=VerificationLevel.REPRODUCED):
+                       level=VerificationLevel.REPRODUCED, floor=0.0):
     """A submission whose 15 trials were re-graded (all agree), every pass at ``level``, and a
     done verification job that re-ran what the design queued (``first`` tasks of the secret
-    order, ``per_task`` trials each), passing as claimed or (``rerun_pass`` False) failing."""
+    order, ``per_task`` trials each), passing as graded or (``rerun_pass`` False) failing.
+    ``floor``: the power floor; 0 by default here (an operator's choice), because no design on
+    five tasks reaches the default's (test_five_tasks_are_underpowered_under_the_default_floor)."""
     settings.VERIFICATION_RERUN_FIRST_TASKS = first
     settings.VERIFICATION_RERUN_PER_TASK = per_task
     settings.VERIFICATION_RERUN_MAX_TRIALS = first * per_task
+    settings.VERIFICATION_RERUN_POWER_FLOOR = floor
     sub = published_submission(AgentFactory(display_name="Rerun (M1)", slug="rerun"), tasks,
                                ["PPP", "PPF", "FFF", "PFF", "PPP"],
                                status=SubmissionStatus.CONSISTENT, published_at=None)
@@ -70,11 +73,11 @@ def _verified_by_rerun(tasks, settings, *, first=5, per_task=3, rerun_pass=True,
     by_name = {t.name: t for t in tasks}
     for group in state.queue():
         for t in group:
-            ok = t.claimed if rerun_pass else False
+            ok = t.passed if rerun_pass else False
             TrialCheck.objects.create(
                 job=job, kind=CheckKind.RERUN, benchmark_task=by_name[t.task],
                 sample_index=t.attempt, status=CheckStatus.MATCH if ok else CheckStatus.MISMATCH,
-                verified_reward=1.0 if ok else 0.0, claimed_reward=1.0 if t.claimed else 0.0)
+                verified_reward=1.0 if ok else 0.0, claimed_reward=1.0 if t.passed else 0.0)
     return sub, job
 
 
@@ -108,16 +111,38 @@ def test_reproduced_passes_without_a_rerun_are_consistent_never_verified(small_b
         "trials; not re-run by the site (re-run not configured)")
 
 
+def test_five_tasks_are_underpowered_under_the_default_floor(small_benchmark, settings):
+    """Every trial of five tasks re-run and agreeing is still not "verified" at the default
+    floor: no design on five tasks detects a 15-point inflation half the time."""
+    bv, tasks = small_benchmark
+    sub, job = _verified_by_rerun(tasks, settings, floor=0.5)
+    cov = submission_verdict_record(submission_id=sub.pk, job=job)
+    assert cov["verdict"] == "consistent" and cov["rerun"] == 9, cov
+    badge = coverage_badge(cov)
+    assert "re-run underpowered: the site's design detects a 15-point inflation" in badge
+    assert "(the site requires 50%; 3 re-runs per task, at most 15 re-run trials)" in badge
+
+
+def test_two_reruns_never_verify(small_benchmark, settings):
+    """The red-team's case: a sample of two re-runs, both agreeing, at the default floor."""
+    bv, tasks = small_benchmark
+    sub, job = _verified_by_rerun(tasks, settings, first=2, per_task=1, floor=0.5)
+    cov = submission_verdict_record(submission_id=sub.pk, job=job)
+    assert cov["verdict"] == "consistent"
+    assert any(w.startswith("re-run underpowered") for w in cov["not_verified_because"])
+
+
 def test_a_rerun_that_agrees_verifies(small_benchmark, settings):
     bv, tasks = small_benchmark
     sub, job = _verified_by_rerun(tasks, settings)  # every trial re-run, as claimed
     cov = submission_verdict_record(submission_id=sub.pk, job=job)
     assert cov["verdict"] == "verified", cov
-    assert (cov["rerun"], cov["reproduced"], cov["passes"]) == (15, 0, 9)
+    # Only the nine passes reach the level re-run: a failing re-run vouches for nothing.
+    assert (cov["rerun"], cov["reproduced"], cov["passes"]) == (9, 0, 9)
     assert coverage_badge(cov) == (
-        "verified: re-graded 15/15, reproduced 0/15, re-run 15/15 counted trials; the site "
-        "re-ran the agent and it agrees with the claims; every counted pass (9) reproduced or "
-        "re-run")
+        "verified: re-graded 15/15, reproduced 0/15, re-run 9/15 counted trials; the site "
+        "re-ran the agent and it agrees with the site's grading; every counted pass (9) "
+        "reproduced or re-run")
 
 
 def test_a_rerun_attempt_covers_only_the_trial_it_reproduces(small_benchmark, settings):
@@ -127,9 +152,11 @@ def test_a_rerun_attempt_covers_only_the_trial_it_reproduces(small_benchmark, se
     rerun = set(Trial.objects.filter(submission=sub, verification_level="re-run")
                 .values_list("benchmark_task__name", "attempt"))
     state, _pks = rerun_state(job)
-    assert rerun == {t.key for group in state.queue() for t in group} and len(rerun) == 2
+    queued = {t.key for group in state.queue() for t in group}
+    assert rerun == {t.key for group in state.queue() for t in group if t.passed}
+    assert rerun <= queued and len(queued) == 2
     # The other passes were reproduced: every counted pass is covered, and the re-run agrees.
-    assert cov["rerun"] == 2 and cov["verdict"] == "verified", cov
+    assert cov["rerun"] == len(rerun) and cov["verdict"] == "verified", cov
 
 
 def test_claimed_passes_that_fail_when_rerun_are_a_discrepancy(small_benchmark, settings):
@@ -144,7 +171,7 @@ def test_claimed_passes_that_fail_when_rerun_are_a_discrepancy(small_benchmark, 
     cov = submission_verdict_record(submission_id=sub.pk, job=job)
     assert cov["verdict"] == "discrepancy" and cov["rerun_contradicts"]
     assert coverage_badge(cov).endswith(
-        "the re-run succeeds significantly less often than claimed)")
+        "the re-run succeeds significantly less often than the site's grading)")
     assert paired_inflation_p(5, 0) == pytest.approx(1 / 32)  # McNemar's view of the same
 
 

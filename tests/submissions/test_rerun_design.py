@@ -237,7 +237,7 @@ def test_a_job_driven_stage_by_stage_stops_within_the_cap_and_covers_only_its_tr
     for t in state.candidates:
         first.setdefault(t.task, t)
     assert [tuple(k) for k in verdict["covered"]] == [first[t].key for t in list(first)[:16]]
-    assert verdict["b"] == sum(1 for t in stages[0] if t.claimed) and verdict["c"] == 0
+    assert verdict["b"] == sum(1 for t in stages[0] if t.passed) and verdict["c"] == 0
 
 
 def test_honest_reruns_end_consistent_and_next_stage_follows_the_looks():

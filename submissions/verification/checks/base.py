@@ -31,10 +31,12 @@ from submissions.models import (
     CheckKind,
     CheckStatus,
     JobPurpose,
+    Outcome,
     Submission,
     Trial,
     TrialCheck,
     VerificationJob,
+    site_outcome,
 )
 from submissions.trials import trial_check_record
 from submissions.verification.lease import LeaseLost, _Heartbeat, run_prefix
@@ -202,8 +204,11 @@ def job_config() -> dict:
             "reruns_per_task": settings.VERIFICATION_RERUN_PER_TASK,
             "max_cost_usd": float(settings.VERIFICATION_RERUN_MAX_COST_USD) or None,
             "futility_z": settings.VERIFICATION_RERUN_FUTILITY_Z,
+            "accept_z": settings.VERIFICATION_RERUN_ACCEPT_Z,
             "spending": settings.VERIFICATION_RERUN_SPENDING,
         },
+        "rerun_power_floor": {"points": settings.VERIFICATION_RERUN_POWER_FLOOR_POINTS,
+                              "power": settings.VERIFICATION_RERUN_POWER_FLOOR},
         "rerun_alpha": settings.VERIFICATION_RERUN_ALPHA,
         "infra_reattempt_max": settings.VERIFICATION_INFRA_REATTEMPT_MAX,
     }
@@ -267,6 +272,15 @@ class CheckContext:
             .select_related("benchmark_task", "submission")
             .order_by("benchmark_task__position", "benchmark_task_id", "attempt")
         )
+
+    def rescore_new_passes(self) -> list[Trial]:
+        """In a re-score: the trials this job's re-grade turns into passes (they switch at the
+        end of the job, and get the checks a pass gets before that)."""
+        graded = dict(TrialCheck.objects.filter(job=self.job, kind=CheckKind.REGRADE)
+                      .values_list("trial_id", "verified_reward"))
+        return [t for t in self.trials if t.pk in graded and not t.success and site_outcome(
+            claimed=t.claimed_outcome, verified_reward=graded[t.pk],
+            infra_confirmed=t.infra_confirmed) == Outcome.PASSED]
 
     def guard(self):
         if self.heartbeat.lost.is_set():

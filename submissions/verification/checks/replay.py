@@ -3,12 +3,10 @@ again in a fresh agent container, and the result graded."""
 
 from __future__ import annotations
 
-import random
 import tempfile
 import time
 from pathlib import Path
 
-from django.conf import settings
 from django.db import transaction
 
 from evaluation import agents
@@ -24,6 +22,7 @@ from submissions.models import (
     VerificationLevel,
 )
 from submissions.verification.checks import base
+from submissions.verification.sample import secret_rank
 from submissions.verification.checks.base import (
     REPLAY_LOG_KEPT,
     Check,
@@ -59,7 +58,8 @@ class Replay(Check):
         ctx.parallel(lambda t: self.check(ctx, t), [t for t in self.sample(ctx) if t.pk not in done])
 
     def sample(self, ctx: CheckContext) -> list[Trial]:
-        rng = random.Random(f"{settings.LEADERBOARD_RANDOM_SEED}:{ctx.sub.pk}:replay")
+        if ctx.rescore:  # only the passes the re-score creates; the rest were replayed before
+            return ctx.rescore_new_passes()
         # Every claimed pass, and every trial this job's re-grade made a pass: each counted pass
         # must be replayed (or re-run) for the submission to be verified.
         site_passes = set(Trial.objects.filter(submission=ctx.sub, success=True)
@@ -69,7 +69,11 @@ class Replay(Check):
         failing = [t for t in ctx.trials if t not in passes
                    and t.claimed_outcome != Outcome.INFRA_ERROR]
         k = min(len(failing), max(0, int(ctx.config["replay_failing"])))
-        sample = passing + sorted(rng.sample(failing, k), key=lambda t: t.pk)
+        # Which failures are replayed follows the site secret, not a public seed and the id.
+        digest = ctx.sub.archive_sha256 or str(ctx.sub.pk)
+        ranked = sorted(failing, key=lambda t: secret_rank(
+            purpose="replay", digest=digest, key=f"{t.benchmark_task.name}\x1f{t.attempt}"))
+        sample = passing + sorted(ranked[:k], key=lambda t: t.pk)
         return sample[: max(0, int(ctx.config["replay_max"]))]
 
     def check(self, ctx: CheckContext, trial: Trial) -> None:

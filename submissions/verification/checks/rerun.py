@@ -1,5 +1,7 @@
 """Re-run: the site runs the submission's agent itself on a sample of tasks and compares its
-success with the claim on the same tasks."""
+success with the site's outcome of the same trials. The site sizes the sample (its own cost
+estimate, the power floor), and the evidence is pooled over re-verifications and linked uploads
+of the same agent."""
 
 from __future__ import annotations
 
@@ -8,14 +10,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from django.conf import settings
 
 from evaluation import agents, runner
 from evaluation.judge import cache as judging
+from submissions import linking, pricing
 from submissions.harbor import AGENT_EXCEPTIONS, TIMEOUT_EXCEPTIONS
 from submissions.measured import rerun_measured
 from submissions.models import (
     CheckKind,
     CheckStatus,
+    JobPurpose,
     Outcome,
     Submission,
     Trial,
@@ -36,64 +41,165 @@ from submissions.verification.checks.base import (
 )
 
 
-def design_of(job: VerificationJob, trials=None) -> design.Design:
-    """The job's re-run design (fixed in its config when it was created), with the submission's
-    reported mean cost per attempt as the cost estimate for the model-cost cap."""
-    conf = {**job_config()["rerun_design"], **((job.config or {}).get("rerun_design") or {})}
-    costs = [float(c) for c in (trials if trials is not None else Trial.objects.filter(
-        submission_id=job.submission_id)).values_list("cost_usd", flat=True) if c]
-    return design.Design(**conf, cost_per_trial_usd=(sum(costs) / len(costs)) if costs else None)
+def site_cost_estimate(sub: Submission, trials) -> dict:
+    """The site's own cost estimate per re-run trial, never the submission's reported cost:
+    the dated price table applied to each trial's tokens; else the median measured cost of the
+    site's re-runs of the same category; else VERIFICATION_RERUN_COST_DEFAULT_USD. Returns
+    {"per_trial_usd", "basis", "reported_per_trial_usd", "flag"} where flag says whether the
+    reported cost is far above or far below the estimate (None: within the ratios)."""
+    model = str(((sub.agent.settings if sub.agent else None) or {}).get("model_name") or "")
+    priced = [pricing.compute_cost(model, t.input_tokens, t.cached_tokens, t.output_tokens)
+              for t in trials]
+    priced = [c for c in priced if c is not None]
+    if priced:
+        per_trial, basis = sum(priced) / len(priced), f"price table {pricing.PRICE_TABLE_DATE}"
+    else:
+        categories = {t.benchmark_task.category_id for t in trials}
+        measured = sorted(
+            float(c) for c in (TrialCheck.objects.filter(
+                kind=CheckKind.RERUN, status__in=(CheckStatus.MATCH, CheckStatus.MISMATCH),
+                benchmark_task__category_id__in=categories)
+                .values_list("detail__measured__cost_usd", flat=True)) if c)
+        if measured:
+            per_trial = measured[len(measured) // 2]
+            basis = f"median of {len(measured)} measured re-runs of its categories"
+        else:
+            per_trial = float(settings.VERIFICATION_RERUN_COST_DEFAULT_USD)
+            basis = "the site's default (VERIFICATION_RERUN_COST_DEFAULT_USD)"
+    reported = [float(t.cost_usd) for t in trials if t.cost_usd is not None]
+    mean = sum(reported) / len(reported) if reported else None
+    flag = None
+    if mean is not None and per_trial:
+        if mean > settings.VERIFICATION_REPORTED_COST_MAX_RATIO * per_trial:
+            flag = "far above"
+        elif mean < settings.VERIFICATION_REPORTED_COST_MIN_RATIO * per_trial:
+            flag = "far below"
+    return {"per_trial_usd": per_trial, "basis": basis, "reported_per_trial_usd": mean,
+            "flag": flag}
+
+
+def _candidates(job: VerificationJob) -> tuple[list[design.Trial], dict, list[Trial]]:
+    """Every counted trial in the committed secret order, with the site's outcome (what the
+    re-runs are compared with); {(task name, attempt): Trial pk}; the trial rows."""
+    order = Submission.objects.values_list("rerun_sample", flat=True).get(pk=job.submission_id)
+    trials = list(Trial.objects.filter(submission_id=job.submission_id)
+                  .exclude(outcome=Outcome.INFRA_ERROR).select_related("benchmark_task"))
+    rows = {(t.benchmark_task.name, t.attempt): t for t in trials}
+    candidates = [design.Trial(task=n, attempt=int(a), passed=bool(rows[(n, int(a))].success))
+                  for n, a in order if (n, int(a)) in rows]
+    return candidates, {k: t.pk for k, t in rows.items()}, trials
+
+
+def rerun_plan(job: VerificationJob, candidates, trials) -> tuple[design.Plan, dict]:
+    """The site's design for this job: the caps from the site's cost estimate, then
+    design.plan against the power floor. Fixed in the job's config the first time (a resumed
+    job keeps it)."""
+    sub = Submission.objects.select_related("agent").get(pk=job.submission_id)
+    config = job.config or {}
+    fixed = config.get("rerun_plan")
+    cost = fixed["cost"] if fixed else site_cost_estimate(sub, trials)
+    base = design.Design(**{**job_config()["rerun_design"], **(config.get("rerun_design") or {}),
+                            "cost_per_trial_usd": cost["per_trial_usd"] or None})
+    if fixed:
+        d = design.Design(**{**base.__dict__, "reruns_per_task": fixed["reruns_per_task"]})
+        looks = d.looks(len({c.task for c in candidates}))
+        cap = min(looks[-1] * d.reruns_per_task, len(candidates)) if looks else 0
+        return design.Plan(d, fixed["floor_points"], fixed["floor_power"], fixed["power"],
+                           cap), cost
+    floor = {**job_config()["rerun_power_floor"], **(config.get("rerun_power_floor") or {})}
+    plan = design.plan(candidates, base, floor_points=int(floor["points"]),
+                       floor_power=float(floor["power"]))
+    if job.pk:
+        stored = {"reruns_per_task": plan.design.reruns_per_task, "power": plan.power,
+                  "floor_points": plan.floor_points, "floor_power": plan.floor_power,
+                  "cost": cost}
+        VerificationJob.objects.filter(pk=job.pk).update(
+            config={**config, "rerun_plan": stored})
+        job.config = {**config, "rerun_plan": stored}
+    return plan, cost
+
+
+def pooled_results(job: VerificationJob) -> tuple[dict, list[int]]:
+    """Every re-run outcome the site holds for this submission's agent on these tasks, by (task
+    name, attempt), the first recorded kept: this job's, its earlier verifications' and those
+    of linked uploads of the same agent (same harness, version and model). A re-verify or a
+    re-roll adds to the evidence; it never draws again what was drawn. Also the submissions the
+    evidence came from."""
+    sub = Submission.objects.select_related("agent").get(pk=job.submission_id)
+    chain = linking.lineage_of(sub)
+    same = [sub.pk]
+    if sub.agent is not None and len(chain) > 1:
+        a = sub.agent
+        same += list(Submission.objects.filter(
+            pk__in=chain, agent__harness_id=a.harness_id, agent__model_id=a.model_id,
+            agent__harness_version=a.harness_version).exclude(pk=sub.pk)
+            .values_list("pk", flat=True))
+    results: dict[tuple[str, int], bool] = {}
+    sources: set[int] = set()
+    for task, k, reward, source in (TrialCheck.objects.filter(
+            job__submission_id__in=same, job__purpose=JobPurpose.VERIFY, kind=CheckKind.RERUN,
+            status__in=(CheckStatus.MATCH, CheckStatus.MISMATCH))
+            .order_by("created_at", "pk").values_list(
+                "benchmark_task__name", "sample_index", "verified_reward",
+                "job__submission_id")):
+        if (task, k) not in results:
+            results[(task, k)] = (reward or 0.0) >= 1.0
+            sources.add(source)
+    return results, sorted(sources)
 
 
 def rerun_state(job: VerificationJob) -> tuple[design.RerunState, dict]:
-    """The re-run so far: every counted trial in the submission's committed secret order, the
-    re-run results this job recorded, and {(task name, attempt): Trial pk}."""
-    # A read: the order intake committed (the check commits one first if a row has none).
-    order = Submission.objects.values_list("rerun_sample", flat=True).get(pk=job.submission_id)
-    trials = Trial.objects.filter(submission_id=job.submission_id).exclude(
-        outcome=Outcome.INFRA_ERROR)
-    rows = {(n, a): (c, pk) for n, a, c, pk in trials.values_list(
-        "benchmark_task__name", "attempt", "claimed_success", "pk")}
-    candidates = [design.Trial(task=n, attempt=int(a), claimed=bool(rows[(n, int(a))][0]))
-                  for n, a in order if (n, int(a)) in rows]
-    results = {(n, a): (r or 0.0) >= 1.0 for n, a, r in TrialCheck.objects.filter(
-        job=job, kind=CheckKind.RERUN, status__in=(CheckStatus.MATCH, CheckStatus.MISMATCH))
-        .values_list("benchmark_task__name", "sample_index", "verified_reward")}
-    state = design.RerunState(design_of(job, trials), candidates, results)
-    return state, {k: v[1] for k, v in rows.items()}
+    """The re-run so far: every counted trial in the submission's committed secret order with
+    the site's outcome, the pooled re-run results, and {(task name, attempt): Trial pk}."""
+    candidates, pks, trials = _candidates(job)
+    plan, _cost = rerun_plan(job, candidates, trials)
+    results, _sources = pooled_results(job)
+    return design.RerunState(plan.design, candidates, results), pks
 
 
 def rerun_statistics(job: VerificationJob, *, with_power: bool = False) -> dict | None:
-    """The re-run's result under the job's design: the decision of the exact test at the last
-    complete look (consistent, inflated or inconclusive), the figures behind it and, with
-    ``with_power``, what the design detects against these claims (design.describe_power)."""
+    """The re-run's result under the job's planned design: the decision of the exact test at
+    the last complete look (consistent, inflated or inconclusive), the figures behind it, the
+    plan (its power against the floor, and whether it reaches it), the site's cost estimate
+    and, with ``with_power``, what the design detects against these outcomes."""
     reruns = list(TrialCheck.objects.filter(job=job, kind=CheckKind.RERUN))
-    state, pks = rerun_state(job)
+    candidates, pks, trials = _candidates(job)
+    plan, cost = rerun_plan(job, candidates, trials)
+    results, sources = pooled_results(job)
+    state = design.RerunState(plan.design, candidates, results)
+    planned = {"power": plan.power, "floor_points": plan.floor_points,
+               "floor_power": plan.floor_power, "powered": plan.powered,
+               "reruns_per_task": plan.design.reruns_per_task, "cap": plan.cap,
+               "sentence": plan.sentence()}
     if not state.results:
         blocked = [r for r in reruns if r.status == CheckStatus.NOT_RUNNABLE]
         reason = (blocked or reruns)[0].reason if reruns else "re-run not configured"
+        by = ((blocked[0].detail or {}).get("not_runnable_by") or "site") if blocked else "site"
         return {"ran": False, "reason": reason, "significant": False,
-                "not_runnable": bool(blocked)}
+                "not_runnable": bool(blocked), "not_runnable_by": by, "plan": planned,
+                "cost": cost}
     d = design.decision(state)
     covered = [tuple(k) for k in d["covered"]]
-    claimed = {t.key: t.claimed for t in state.candidates}
-    runs = len(covered) or len(state.results)
-    keys = covered or list(state.results)
+    passed = {t.key: t.passed for t in state.candidates}
+    keys = covered or [k for k in state.results if k in passed]
+    runs = len(keys) or 1
     r_pass = sum(1 for k in keys if state.results.get(k))
-    c_pass = sum(1 for k in keys if claimed.get(k))
+    c_pass = sum(1 for k in keys if passed.get(k))
     out = {
         "ran": True,
         "decision": d["status"],
         "decision_reason": d["reason"],
+        "final": d["final"],
         "tasks": len({k[0] for k in keys}),
         "rerun_success": r_pass,
-        "rerun_runs": runs,
+        "rerun_runs": len(keys),
         "rerun_rate": r_pass / runs,
-        "claimed_success": c_pass,
-        "claimed_runs": runs,
-        "claimed_rate": c_pass / runs,
-        "claimed_pass_rerun_fail": d["b"],
-        "claimed_fail_rerun_pass": d["c"],
+        # The site's outcomes of the same trials (what the test compares with).
+        "site_success": c_pass,
+        "site_runs": len(keys),
+        "site_rate": c_pass / runs,
+        "site_pass_rerun_fail": d["b"],
+        "site_fail_rerun_pass": d["c"],
         "expected_passes": d.get("expected_passes"),
         "look": d["look"], "looks": d["looks"],
         "test": d["test"],
@@ -101,9 +207,13 @@ def rerun_statistics(job: VerificationJob, *, with_power: bool = False) -> dict 
         "alpha": d["alpha"],
         "alpha_spent": d.get("alpha_spent"),
         "significant": d["status"] == design.INFLATED,
-        # A re-run covers only the trial it reproduces, when its result agrees with the claim.
+        "plan": planned,
+        "cost": cost,
+        "pooled_from": [s for s in sources if s != job.submission_id],
+        # A re-run raises only a pass to the level re-run, and only when it passed too: a
+        # failing re-run never vouches for anything.
         "agreeing_trials": sorted(pks[k] for k in keys
-                                  if k in pks and bool(state.results.get(k)) == claimed.get(k)),
+                                  if k in pks and state.results.get(k) and passed.get(k)),
         "seconds_per_trial": (sum(r.duration_s or 0.0 for r in reruns
                                   if r.status in (CheckStatus.MATCH, CheckStatus.MISMATCH))
                               / max(1, len(state.results))),
@@ -112,6 +222,12 @@ def rerun_statistics(job: VerificationJob, *, with_power: bool = False) -> dict 
         out["power"] = design.describe_power(state.candidates, state.design)
         out["power"]["statement"] = out["power"]["sentence"]
     return out
+
+
+def not_runnable_detail(why) -> dict:
+    """Whose the reason is: the site's (no key for that model, a harness it has not built) or
+    the submission's (a custom agent class, a version the site does not offer)."""
+    return {"not_runnable_by": getattr(why, "by", "site")}
 
 
 class Rerun(Check):
@@ -143,7 +259,9 @@ class Rerun(Check):
                 first = stage[0]
                 ctx.record(CheckKind.RERUN, task=tasks[first.task], sample_index=first.attempt,
                            res=Result(CheckStatus.NOT_RUNNABLE,
-                                      claimed_reward=1.0 if first.claimed else 0.0, reason=why))
+                                      claimed_reward=self.claimed(ctx, tasks[first.task],
+                                                                  first.attempt),
+                                      reason=why, detail=not_runnable_detail(why)))
                 return
             done = set(TrialCheck.objects.filter(job=ctx.job, kind=self.kind).values_list(
                 "benchmark_task__name", "sample_index"))
@@ -176,7 +294,8 @@ class Rerun(Check):
         agent, why = ctx.rerun_agent()
         if agent is None:
             ctx.record(CheckKind.RERUN, task=task, sample_index=k, res=Result(
-                CheckStatus.NOT_RUNNABLE, claimed_reward=claimed, reason=why))
+                CheckStatus.NOT_RUNNABLE, claimed_reward=claimed, reason=why,
+                detail=not_runnable_detail(why)))
             return
         task_dir = task_dir_of(task)
         t0 = time.time()
@@ -269,9 +388,9 @@ class Rerun(Check):
         stats = rerun_statistics(job, with_power=True)
         headline = ""
         if stats and stats["ran"]:
-            headline = (f"re-run {stats['rerun_success']}/{stats['rerun_runs']} vs "
-                        f"{stats['claimed_success']}/{stats['claimed_runs']} claimed on the "
-                        f"same trials ({stats['decision']}, exact p={stats['p_value']:.3g}"
+            headline = (f"re-run {stats['rerun_success']}/{stats['rerun_runs']} vs the site's "
+                        f"{stats['site_success']}/{stats['site_runs']} on the same trials "
+                        f"({stats['decision']}, exact p={stats['p_value']:.3g}"
                         f"{', significant' if stats['significant'] else ''})")
         return Contribution("rerun", stats, headline=headline,
                             contradicts=bool(stats and stats["significant"]))

@@ -48,19 +48,23 @@ class TrajectoryJudge(Check):
                    "trajectory judge, publishing waits")
     report_order = 6
 
-    def applies(self, ctx: CheckContext) -> bool:
-        return not ctx.rescore  # a re-score changes grades, not trajectories (as the screen)
-
     def run(self, ctx: CheckContext) -> None:
         done = ctx.done(self.kind)
+        if ctx.rescore:  # a pass the re-score creates is read like any other pass
+            new = ctx.rescore_new_passes()
+            ctx.parallel(lambda t: self.check(ctx, t, passing=True),
+                         [t for t in new if t.pk not in done])
+            return
         ctx.parallel(lambda t: self.check(ctx, t), [t for t in ctx.trials if t.pk not in done])
 
-    def check(self, ctx: CheckContext, trial: Trial) -> None:
-        """Judge a counted pass (by its grade, as the screen decides it)."""
+    def check(self, ctx: CheckContext, trial: Trial, *, passing: bool | None = None) -> None:
+        """Judge a counted pass (by its grade, as the screen decides it; ``passing``: the
+        caller knows it is one, a pass a re-score is about to switch in)."""
         t = Trial.objects.only("claimed_outcome", "verified_reward", "infra_confirmed").get(
             pk=trial.pk)
-        if site_outcome(claimed=t.claimed_outcome, verified_reward=t.verified_reward,
-                        infra_confirmed=t.infra_confirmed) != Outcome.PASSED:
+        if not passing and site_outcome(
+                claimed=t.claimed_outcome, verified_reward=t.verified_reward,
+                infra_confirmed=t.infra_confirmed) != Outcome.PASSED:
             return
         trajectory = load_trajectory(trial)
         if trajectory is None:  # as the screen: nothing to read (its rules read the replay)
