@@ -318,3 +318,76 @@ def test_ability_for_solves_the_rate():
         theta = rd.ability_for(rate, sd)
         z = np.random.default_rng(0).standard_normal(400_000)
         assert expit(theta + sd * z).mean() == pytest.approx(rate, abs=2e-3)
+
+
+# --- the site's design: an honest last look, the power floor, the spreading attack ----------
+
+
+def test_the_last_look_ends_inconclusive_when_the_reruns_fall_well_short():
+    """Eight tasks whose three attempts all pass, one re-run each. Given a stratum's total, a
+    re-run that passes is certain (m = 4) and one that fails had probability 1/4 (m = 3: C(3,3)
+    / C(4,3)), so one failure has exact p = 1/4, expected passes 7.75 against 7, sd
+    sqrt(3/16) and z = sqrt(3) = 1.73: not rejected, and yet not in line with the claims."""
+    s, a, r = [[3] * 8], [[3] * 8], [[1] * 8]
+    looks, spent = [8], Design(first=8, step=1, max_trials=8, alpha=0.05).spent([8])
+    run = rd.run_design(s, a, r, [[1] * 8], looks, spent, 0.5, accept_z=1.5)
+    assert run.statuses() == ["consistent"] and run.z[0] == 0
+    y = [[1] * 7 + [0]]
+    run = rd.run_design(s, a, r, y, looks, spent, 0.5, accept_z=1.5)
+    assert run.statuses() == ["inconclusive"] and run.look[0] == 1
+    assert run.p_value[0] == pytest.approx(1 / 4)
+    assert run.expected[0] == pytest.approx(7.75) and run.z[0] == pytest.approx(math.sqrt(3))
+    # with a laxer acceptance, or none (every non-rejection consistent), the same re-runs pass
+    assert rd.run_design(s, a, r, y, looks, spent, 0.5, accept_z=2.0).statuses() == [
+        "consistent"]
+    assert rd.run_design(s, a, r, y, looks, spent, 0.5).statuses() == ["consistent"]
+
+
+def test_decision_says_inconclusive_at_the_last_look_and_stops():
+    claims = {f"t{i}": [True, True, True] for i in range(8)}
+    design = Design(first=8, step=1, max_trials=8, alpha=0.05, accept_z=1.5)
+    state = RerunState(design, _candidates(claims))
+    fails = {t.key for group in state.queue()[:1] for t in group}
+    verdict, _stages = _drive(state, lambda t: t.key not in fails)
+    assert verdict["status"] == rd.INCONCLUSIVE and verdict["final"]
+    assert "1.73 sd below what the site's outcomes predict" in verdict["reason"]
+    assert rd.next_stage(state) is None
+
+
+def test_inflate_spread_puts_one_fake_on_each_weakest_task_first():
+    truth = np.zeros((1, 4, 3), dtype=bool)
+    truth[0, 0] = [True, True, False]  # 2 passes
+    truth[0, 1] = [True, False, False]  # 1
+    # tasks 2 and 3: no pass (the weakest)
+    out = rd.inflate_spread(truth, 3 / 12)  # three fakes
+    assert (out.sum(axis=2)[0] - truth.sum(axis=2)[0]).tolist() == [0, 1, 1, 1]
+    assert np.all(out >= truth)
+    out = rd.inflate_spread(truth, 6 / 12)  # six fakes: a second round on the weakest
+    assert (out.sum(axis=2)[0] - truth.sum(axis=2)[0]).tolist() == [1, 1, 2, 2]
+
+
+def test_power_at_grows_with_the_inflation_and_spreading_is_harder_to_see():
+    claims = {f"t{i:02d}": [i % 3 == 0, i % 2 == 0, False] for i in range(54)}
+    cands = _candidates(claims)
+    design = Design(first=16, step=6, max_trials=54, futility_z=0.5, accept_z=1.5)
+    random_ = [rd.power_at(cands, design, pts, reps=1000) for pts in (5, 10, 20)]
+    spread = [rd.power_at(cands, design, pts, reps=1000, spread=True) for pts in (5, 10, 20)]
+    assert random_ == sorted(random_) and spread == sorted(spread)
+    assert spread[1] < random_[1]
+    assert rd.power_at(cands, design, 10, reps=1000) == random_[1]  # seeded: the same figure
+
+
+def test_the_plan_adds_reruns_per_task_to_reach_the_floor_else_keeps_the_base():
+    base = Design(first=16, step=6, max_trials=54, futility_z=0.5, accept_z=1.5)
+    big = _candidates({f"t{i:02d}": [True, i % 2 == 0, False] for i in range(54)})
+    plan = rd.plan(big, base, floor_points=15, floor_power=0.5)
+    assert plan.powered and plan.design.reruns_per_task == 1 and plan.power >= 0.5
+    assert plan.cap == 54
+    small = _candidates({f"t{i}": [True, i % 2 == 0, False] for i in range(7)})
+    plan = rd.plan(small, base, floor_points=15, floor_power=0.5)
+    assert not plan.powered and plan.design == base  # no design on 7 tasks reaches it
+    assert plan.sentence().startswith("detects a 15-point inflation")
+    # claims of 0 passes cannot hide anything: nothing to plan
+    none = _candidates({f"t{i}": [False] * 3 for i in range(54)})
+    plan = rd.plan(none, base, floor_points=15, floor_power=0.5)
+    assert not plan.powered and plan.floor_points == 0

@@ -66,7 +66,7 @@ def test_r11_maintainer_rescore_action_queues_one_job_and_leaves_the_score(
         assert response.status_code == 302
     jobs = list(VerificationJob.objects.filter(submission=sub))
     assert [(j.purpose, j.status, j.config["checks"]) for j in jobs] == [
-        ("rescore", "pending", ["regrade"])]
+        ("rescore", "pending", ["regrade", "replay", "traj_judge"])]
     assert Submission.objects.get(pk=sub.pk).status == "published"
     trial = sub.trials.get()
     assert (trial.outcome, trial.verified_reward, trial.grader_version) == ("passed", None, "")
