@@ -75,6 +75,7 @@ from submissions.harbor_models import (
 )
 from submissions.metadata import (
     MetadataError,
+    ModelEntry,
     SubmissionMetadata,
     find_metadata_file,
     read_metadata_file,
@@ -478,7 +479,7 @@ def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
     _check_model_roles(metadata, problems)
     if agent.model_name:
         row = metadata.models[0]
-        if not model_matches(agent.model_name, row):
+        if not _model_matches(agent.model_name, row):
             problems.append(Problem(
                 "metadata_model_mismatch", "metadata:models",
                 f"the trials ran model {agent.model_name!r}; the leaderboard row shows the first "
@@ -518,7 +519,7 @@ def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
             f"{sorted(versions)[:5]}"))
 
 
-def model_matches(recorded: str, entry) -> bool:
+def _model_matches(recorded: str, entry: ModelEntry) -> bool:
     """Whether a metadata model entry names the model Harbor recorded (``-m provider/model``):
     ``model_name`` as recorded, or ``model_provider/model_name`` (case aside; no aliases, no
     dropped date suffix: the row's model is the one that ran)."""
