@@ -188,8 +188,8 @@ def resolve_site_agent(
     name = str(agent_settings.get("harbor_agent") or slug).strip().lower()
     if name in harbor_agents or slug in harbor_agents:
         name = name if name in harbor_agents else slug
-        return _resolve_harbor_agent(name, harness_version, [str(v) for v in harbor_agents[name]
-                                                             or []], agent_settings)
+        accepted = [str(v) for v in harbor_agents[name] or []]
+        return _resolve_harbor_agent(name, harness_version, accepted, agent_settings)
     if name in runner.KNOWN_INSTALLED_AGENTS or slug in runner.KNOWN_INSTALLED_AGENTS:
         known = name if name in runner.KNOWN_INSTALLED_AGENTS else slug
         # Not configured here: the reason is the site's configuration, whatever this worker has
