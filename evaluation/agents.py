@@ -23,6 +23,11 @@
              built") and only for a site endpoint speaking its API ("<harness> cannot use the
              site's endpoint").
 
+A submission whose agent class is its own (Harbor's import path: ``--agent-import-path`` or
+``-a module:Class``) is never re-run as the stock harness its class may call itself: not
+runnable, "custom agent class (<import path>)". Every reason not to run is a NotRunnable, a str
+whose ``by`` says whether the site or the submission lacks something.
+
 Every agent runs through runner.run_agent: a fresh task container with the task's limits, no
 network, no capabilities, a non-root user; the hidden answers never enter it. A command agent
 that needs a model API therefore needs an egress path the runner does not open today (see the
@@ -41,6 +46,7 @@ from django.conf import settings
 
 from evaluation import replay as replay_mod
 from evaluation import runner
+from evaluation.harness_versions import same_version
 
 BUILTIN = ("oracle", "nop", "replay")
 # The site's own agents: the site runs them itself (as references, or to replay a submission);
@@ -115,12 +121,58 @@ def model_endpoint(model: str) -> tuple[ModelEndpoint | None, str]:
                          auth_header=str(spec.get("auth_header") or "Authorization")), ""
 
 
+# Who lacks what when the site does not re-run a submission (NotRunnable.by).
+SITE = "site"
+SUBMISSION = "submission"
+
+
+class NotRunnable(str):
+    """Why the site does not re-run a submission: the text callers show, with ``by`` saying
+    whose side it is on. "site": the site lacks something (an endpoint or key for the model, a
+    harness layer, its configuration, an accepted environment); "submission": the run is not one
+    the site can repeat (a custom agent class, a harness version it does not offer, an unknown
+    harness)."""
+
+    by: str
+
+    def __new__(cls, text: str, by: str = SITE) -> NotRunnable:
+        if by not in (SITE, SUBMISSION):
+            raise ValueError(f"NotRunnable.by is {SITE!r} or {SUBMISSION!r}, not {by!r}")
+        self = super().__new__(cls, text)
+        self.by = by
+        return self
+
+
+def custom_agent_class(agent_settings: dict | None) -> str:
+    """The agent class a submission named by import path ("" for a stock Harbor agent): Harbor's
+    ``--agent-import-path``, or ``-a module:Class``, which Harbor records as the agent's name."""
+    agent_settings = agent_settings or {}
+    import_path = str(agent_settings.get("import_path") or "").strip()
+    name = str(agent_settings.get("harbor_agent") or "").strip()
+    return import_path or (name if ":" in name else "")
+
+
+def _harness_problem(name: str, version: str, *, image: bool = True) -> NotRunnable | None:
+    """runner.harness_problem, on the submission's side when it is the version the site lacks."""
+    problem = runner.harness_problem(name, version, image=image)
+    if not problem:
+        return None
+    harness = runner.installed_harness(name)
+    offered = harness is None or not version or same_version(version, harness.version)
+    return NotRunnable(problem, SITE if offered else SUBMISSION)
+
+
 def resolve_site_agent(
     harness_slug: str, *, harness_version: str = "", agent_settings: dict | None = None
 ) -> tuple[SiteAgent | None, str]:
-    """The agent the site runs for a submission of this harness, or None and why not."""
+    """The agent the site runs for a submission of this harness, or None and why not (a
+    NotRunnable)."""
     slug = (harness_slug or "").strip().lower()
     harness_version = runner.plain_version(harness_version)
+    agent_settings = agent_settings or {}
+    custom = custom_agent_class(agent_settings)
+    if custom:  # a subclass may call itself terminus-2: the stock harness is not what ran
+        return None, NotRunnable(f"custom agent class ({custom})", SUBMISSION)
     if slug in ("oracle", "nop"):
         return SiteAgent(kind=slug, name=slug), ""
     spec = (settings.VERIFICATION_COMMAND_AGENTS or {}).get(slug)
@@ -132,43 +184,54 @@ def resolve_site_agent(
             run=str(spec.get("run") or ""),
             env_keys=tuple(spec.get("env") or ()),
         ), ""
-    agent_settings = agent_settings or {}
     harbor_agents = settings.VERIFICATION_HARBOR_AGENTS or {}
     name = str(agent_settings.get("harbor_agent") or slug).strip().lower()
     if name in harbor_agents or slug in harbor_agents:
         name = name if name in harbor_agents else slug
-        if name not in runner.HOST_SIDE_AGENTS:
-            problem = runner.harness_problem(name, harness_version)
-            if problem:
-                return None, problem
         accepted = [str(v) for v in harbor_agents[name] or []]
-        if accepted and harness_version not in accepted:
-            return None, (f"the site runs {name} at {', '.join(accepted)} (Harbor "
-                          f"{runner.harbor_version() or '?'}); the submission used "
-                          f"{harness_version or 'an unstated version'}")
-        model = str(agent_settings.get("model_name") or "")
-        endpoint, why = model_endpoint(model)
-        if endpoint is None:
-            return None, why
-        harness = runner.installed_harness(name)
-        refused = runner.harbor_environment_problem(in_container=harness is not None)
-        if refused:  # not re-run, as a model with no endpoint (docs/deploy.md)
-            return None, refused
-        if harness is not None and endpoint.api_format not in harness.api_formats:
-            return None, (f"{name} cannot use the site's endpoint (the site's endpoint for "
-                          f"{model} speaks {endpoint.api_format}; {name} speaks "
-                          f"{', '.join(harness.api_formats)})")
-        return SiteAgent(kind="harbor", name=name, model=model,
-                         kwargs=dict(agent_settings.get("kwargs") or {}),
-                         version=harness_version), ""
+        return _resolve_harbor_agent(name, harness_version, accepted, agent_settings)
     if name in runner.KNOWN_INSTALLED_AGENTS or slug in runner.KNOWN_INSTALLED_AGENTS:
         known = name if name in runner.KNOWN_INSTALLED_AGENTS else slug
         # Not configured here: the reason is the site's configuration, whatever this worker has
         # built (a harness the site cannot bake, or a version it has no layer for, says so).
-        return None, (runner.harness_problem(known, harness_version, image=False)
-                      or f"the site does not re-run {known} (VERIFICATION_HARBOR_AGENTS)")
-    return None, (f"the site cannot run harness {slug!r} (configure VERIFICATION_COMMAND_AGENTS "
-                  "or VERIFICATION_HARBOR_AGENTS)")
+        return None, (_harness_problem(known, harness_version, image=False)
+                      or NotRunnable(f"the site does not re-run {known} "
+                                     "(VERIFICATION_HARBOR_AGENTS)", SITE))
+    return None, NotRunnable(f"the site cannot run harness {slug!r} (configure "
+                             "VERIFICATION_COMMAND_AGENTS or VERIFICATION_HARBOR_AGENTS)",
+                             SUBMISSION)
+
+
+def _resolve_harbor_agent(name: str, harness_version: str, accepted: list[str],
+                          agent_settings: dict) -> tuple[SiteAgent | None, str]:
+    """A Harbor agent the site is configured for, at exactly the version the trials ran."""
+    harness = runner.installed_harness(name)
+    if harness is not None and not harness_version:
+        return None, NotRunnable(f"the submission does not say which {name} version it ran; "
+                                 f"the site runs {name} {harness.version}", SUBMISSION)
+    if name not in runner.HOST_SIDE_AGENTS:
+        problem = _harness_problem(name, harness_version)
+        if problem:
+            return None, problem
+    if accepted and not any(same_version(harness_version, v) for v in accepted):
+        return None, NotRunnable(
+            f"the site runs {name} at {', '.join(accepted)} (Harbor "
+            f"{runner.harbor_version() or '?'}); the submission used "
+            f"{harness_version or 'an unstated version'}", SUBMISSION)
+    model = str(agent_settings.get("model_name") or "")
+    endpoint, why = model_endpoint(model)
+    if endpoint is None:
+        return None, NotRunnable(why, SITE)
+    refused = runner.harbor_environment_problem(in_container=harness is not None)
+    if refused:  # not re-run, as a model with no endpoint (docs/deploy.md)
+        return None, NotRunnable(refused, SITE)
+    if harness is not None and endpoint.api_format not in harness.api_formats:
+        return None, NotRunnable(
+            f"{name} cannot use the site's endpoint (the site's endpoint for {model} speaks "
+            f"{endpoint.api_format}; {name} speaks {', '.join(harness.api_formats)})", SITE)
+    return SiteAgent(kind="harbor", name=name, model=model,
+                     kwargs=dict(agent_settings.get("kwargs") or {}),
+                     version=harness_version), ""
 
 
 def site_agent_for(harness_slug: str, **kw) -> SiteAgent | None:

@@ -49,6 +49,7 @@ leave a *valid reward*, i.e. are a genuine attempt of the agent) and Terminal-Be
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -75,6 +76,7 @@ from submissions.harbor_models import (
     ParsedJob,
     ParsedTrial,
     ParsedTree,
+    agent_class_path,
 )
 from submissions.problems import Problem
 
@@ -480,12 +482,13 @@ def parse_trial(root: Path, trial_dir: Path, job_rel: str, harbor_version: str |
     config_path, result_path = trial_dir / "config.json", trial_dir / "result.json"
     config: HarborTrialConfig | None = None
     raw_config: dict = {}
+    file_config: dict = {}  # config.json itself (raw_config may be result.json's dump)
     if _is_regular(config_path):
         trial.has_config = True
         data = read_json(root, config_path, problems, code="config_invalid")
         config = _validate(HarborTrialConfig, data, root, config_path, problems,
                            "config_invalid")
-        raw_config = data if isinstance(data, dict) else {}
+        raw_config = file_config = data if isinstance(data, dict) else {}
     else:
         problems.append(Problem("config_missing", f"{trial_rel}/config.json",
                                 "trial has no config.json"))
@@ -529,7 +532,10 @@ def parse_trial(root: Path, trial_dir: Path, job_rel: str, harbor_version: str |
         if config.trial_name:
             trial.trial_name = config.trial_name[:200]
 
-    _read_lock(root, trial_dir, trial, problems)
+    lock_agent = _read_lock(root, trial_dir, trial, problems)
+    _agent_records(trial, {f"{trial_rel}/config.json": file_config.get("agent"),
+                           f"{trial_rel}/result.json": full.get("agent"),
+                           f"{trial_rel}/lock.json": lock_agent})
 
     if result is not None:
         trial.trial_id = (result.id or "")[:100] or None
@@ -587,13 +593,32 @@ def parse_trial(root: Path, trial_dir: Path, job_rel: str, harbor_version: str |
     return trial
 
 
-def _read_lock(root: Path, trial_dir: Path, trial: ParsedTrial, problems: list[Problem]) -> None:
+def _agent_records(trial: ParsedTrial, dumps: dict[str, Any]) -> None:
+    """What each file's dump of the trial's agent says: the model it names (compared by
+    validation), and a custom agent class named in any of them, which becomes the trial's (an
+    edited config.json cannot hide one)."""
+    for path, raw in dumps.items():
+        if not isinstance(raw, dict):
+            continue
+        try:
+            cfg = HarborAgentConfig.model_validate(raw)
+        except ValidationError:
+            continue
+        trial.recorded_models[path] = cfg.model_name or ""
+        custom = agent_class_path(cfg)
+        if custom and trial.agent is not None and not trial.agent.import_path:
+            trial.agent = dataclasses.replace(trial.agent, import_path=custom)
+
+
+def _read_lock(root: Path, trial_dir: Path, trial: ParsedTrial,
+               problems: list[Problem]) -> Any:
+    """Read the trial's lock.json into ``trial``; return its dump of the agent (or None)."""
     lock_path = trial_dir / "lock.json"
     if not _is_regular(lock_path):
-        return
+        return None
     data = read_json(root, lock_path, problems, code="lock_invalid")
     if not isinstance(data, dict):
-        return
+        return None
     task = data.get("task")
     if isinstance(task, dict) and isinstance(task.get("digest"), str):
         digest = task["digest"].strip()
@@ -603,6 +628,7 @@ def _read_lock(root: Path, trial_dir: Path, trial: ParsedTrial, problems: list[P
         trial.overrides.setdefault(key, value)
     if isinstance(data.get("verifier"), dict) and data["verifier"].get("disable") is True:
         trial.verifier_disabled = True
+    return data.get("agent")
 
 
 def _read_reward_files(root: Path, trial_dir: Path, trial: ParsedTrial,

@@ -14,6 +14,7 @@ from pathlib import Path
 from django.conf import settings
 
 from evaluation.agents import SITE_AGENTS, is_site_agent
+from evaluation.harness_versions import plain_version
 from evaluation.models import BenchmarkVersion
 from evaluation.published import PublishedImagesError, published_image, served_digests
 from evaluation.task_specs import load_task_package
@@ -234,7 +235,9 @@ def _fill_agent(out: CheckedUpload, meta, report, bv) -> None:
     out.benchmark_version = bv
     out.harness_slug = _slug(meta.harness)
     out.harness_display = meta.harness
-    out.harness_version = meta.harness_version
+    # Unstated in the metadata: the version the trials recorded, so the re-run compares it.
+    recorded = report.agent_version if report.agent_version != "unknown" else None
+    out.harness_version = meta.harness_version or plain_version(recorded or "")
     out.model_slug = _slug(model.model_name)
     out.model_display = model.model_display_name
     out.model_provider = model.model_provider
@@ -249,6 +252,9 @@ def _fill_agent(out: CheckedUpload, meta, report, bv) -> None:
         "model_name": agent.model_name if agent else None,
         "kwargs": dict(agent.kwargs) if agent else {},
     }
+    helpers = [m.model_name for m in meta.models[1:] if m.role == "helper"]
+    if helpers:  # only then: the settings (and so the agent) of other uploads are unchanged
+        out.agent_settings["helper_models"] = helpers
 
 
 def _claim_flags(t, benchmark_task) -> list[str]:

@@ -125,6 +125,14 @@ class HarborTrialResult(_Lenient):
         return {"path": value} if isinstance(value, str) else value
 
 
+def agent_class_path(cfg: HarborAgentConfig) -> str | None:
+    """The agent class a config names by import path: ``--agent-import-path``, or ``-a
+    module:Class``, which Harbor records as the agent's name."""
+    if cfg.import_path:
+        return cfg.import_path
+    return cfg.name if cfg.name and ":" in cfg.name else None
+
+
 # ------------------------------------------------------------------ parsed records
 
 
@@ -140,7 +148,7 @@ class AgentSpec:
 
     @classmethod
     def from_config(cls, cfg: HarborAgentConfig) -> AgentSpec:
-        return cls(cfg.name, cfg.import_path, cfg.model_name,
+        return cls(cfg.name, agent_class_path(cfg), cfg.model_name,
                    json.dumps(cfg.kwargs, sort_keys=True, default=str))
 
     @property
@@ -200,6 +208,8 @@ class ParsedTrial:
     started_at: str | None = None
     finished_at: str | None = None
     agent: AgentSpec | None = None
+    # tree-relative file (config.json, result.json's and lock.json's dumps) -> the model it names
+    recorded_models: dict[str, str] = field(default_factory=dict)
     agent_info_name: str | None = None
     agent_version: str | None = None
     timeout_multiplier: float = 1.0

@@ -3,9 +3,10 @@
     agent_url: https://...              # http/https only
     agent_display_name: "My Agent"
     agent_org_display_name: "Org"
-    models:                             # at least one
+    models:                             # the first: the model every trial ran (the row's)
       - {model_name: gpt-5.5, model_provider: openai,
          model_display_name: "GPT-5.5", model_org_display_name: "OpenAI"}
+      - {model_name: ..., role: helper, ...}  # optional: a model the agent also calls
     harness: codex                      # the Harbor agent name (or import path's class)
     harness_version: "0.130.0"          # optional
     benchmark: healthagentbench-synthetic@1.0
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -81,6 +83,8 @@ class ModelEntry(BaseModel):
     model_provider: str = Field(min_length=1, max_length=SHORT)
     model_display_name: str = Field(min_length=1, max_length=SHORT)
     model_org_display_name: str = Field(min_length=1, max_length=SHORT)
+    # "helper": a model the agent calls besides the row's model (models[0]); never the row's.
+    role: Literal["main", "helper"] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -149,6 +153,12 @@ class SubmissionMetadata(BaseModel):
 
     def as_dict(self) -> dict:
         return self.model_dump(mode="json")
+
+
+def helper_models(metadata: dict | None) -> list[dict]:
+    """The helper models a stored metadata document lists (``role: helper``), as listed."""
+    models = (metadata or {}).get("models") or []
+    return [m for m in models[1:] if isinstance(m, dict) and m.get("role") == "helper"]
 
 
 def _check_yaml_events(text: str, label: str) -> None:

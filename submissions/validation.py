@@ -18,15 +18,18 @@ Harbor release: ``harbor_release_unsupported`` (no lock.json, or one naming a re
 ``submissions.harbor.OLDEST_ACCEPTED_HARBOR``; the message names the accepted releases);
 metadata: ``metadata_missing``, ``metadata_syntax``, ``metadata_encoding``,
 ``metadata_too_large``, ``metadata_too_complex``, ``metadata_yaml_alias``, ``metadata_invalid``,
-``benchmark_mismatch``, ``metadata_model_mismatch``, ``metadata_harness_mismatch``,
-``metadata_harness_version_mismatch``;
+``benchmark_mismatch``, ``metadata_model_mismatch`` (models[0], the row's model, is not the
+model the trials ran, as Harbor recorded it), ``metadata_model_role`` (a second model without
+``role: helper``), ``metadata_harness_mismatch``, ``metadata_harness_version_mismatch`` (not
+the exact release the trials recorded);
 task identity: ``task_unknown``, ``task_digest_mismatch``, ``task_digest_missing`` (each trial's
 lock.json ``task.digest`` or result.json ``task_checksum``, and every per-task digest of the
 job's own lock.json, Harbor 0.2x);
 coverage: ``attempts_missing``, ``attempts_extra``, ``trial_duplicate`` (the same Harbor
 trial id twice);
-agent: ``agent_config_missing``, ``agent_config_mixed``, ``agent_version_mixed``,
-``job_agents_mixed``;
+agent: ``agent_config_missing``, ``agent_config_mixed``, ``agent_model_mixed`` (trials, or one
+trial's config.json, result.json and lock.json, or the job's records, name different models),
+``agent_version_mixed``, ``job_agents_mixed``;
 integrity: ``timeout_multiplier``, ``override`` (incl. a non-empty ``override_error_policy``;
 in the job's config.json, each trial's config.json and lock.json, and the job's lock.json),
 ``verifier_disabled``, ``retry_policy`` (the job config retries AgentTimeoutError or
@@ -45,10 +48,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from evaluation.harness_versions import plain_version
+from pydantic import ValidationError
+
+from evaluation.harness_versions import same_version
 from evaluation.task_specs import load_task_package
 from submissions import pricing
 from submissions.atif_check import validate_trajectory
@@ -60,9 +65,17 @@ from submissions.harbor import (
     parse_tree,
     site_grades_alone,
 )
-from submissions.harbor_models import INFRA_ERROR, PASSED, AgentSpec, ParsedTrial, ParsedTree
+from submissions.harbor_models import (
+    INFRA_ERROR,
+    PASSED,
+    AgentSpec,
+    HarborAgentConfig,
+    ParsedTrial,
+    ParsedTree,
+)
 from submissions.metadata import (
     MetadataError,
+    ModelEntry,
     SubmissionMetadata,
     find_metadata_file,
     read_metadata_file,
@@ -401,16 +414,59 @@ def _check_agent(parsed: ParsedTree, trials: list[ParsedTrial],
                 "agent_version_mixed", members[0].trial_dir,
                 f"{len(members)} trial(s) ran agent version {version[:40]!r}, the others "
                 f"{ranked_versions[0][0][:40]!r}; one agent version per submission"))
+    _check_recorded_models(trials, problems)
     if not configs:
         return None
     ranked = sorted(configs.items(), key=lambda kv: (-len(kv[1]), kv[0].describe()))
     main = ranked[0][0]
     for other, members in ranked[1:]:
         listed = ", ".join(t.trial_dir for t in members[:10])
+        if other.model_name != main.model_name:
+            problems.append(Problem(
+                "agent_model_mixed", members[0].trial_dir,
+                f"{len(members)} trial(s) ran model {other.model_name or 'none'!r}, the others "
+                f"{main.model_name or 'none'!r}; one model per submission ({listed})"))
+            continue
         problems.append(Problem(
             "agent_config_mixed", members[0].trial_dir,
             f"{len(members)} trial(s) ran {other.describe()}, the others ran {main.describe()}; "
             f"one agent configuration per submission ({listed})"))
+    return _check_job_agents(parsed, main, problems)
+
+
+def _check_recorded_models(trials: list[ParsedTrial], problems: list[Problem]) -> None:
+    """One trial's files (config.json, result.json's and lock.json's dumps) name one model: an
+    edited config.json does not make the row show a model the trial did not run."""
+    for trial in trials:
+        if len(set(trial.recorded_models.values())) > 1:
+            named = "; ".join(f"{path.rsplit('/', 1)[-1]}: {model or 'none'!r}"
+                              for path, model in trial.recorded_models.items())
+            problems.append(Problem(
+                "agent_model_mixed", trial.trial_dir,
+                f"the trial's files name different models ({named}); one model per submission"))
+
+
+def _check_job_agents(parsed: ParsedTree, main: AgentSpec, problems: list[Problem]) -> AgentSpec:
+    """The jobs' own records of the agent (config.json ``agents``, lock.json ``trials``) name
+    the trials' model; a custom agent class any of them names is the submission's."""
+    for job in parsed.jobs:
+        records = [(f"{job.job_dir}/config.json", a) for a in job.agents]
+        for entry in job.lock_trials:
+            try:
+                records.append((f"{job.job_dir}/lock.json", AgentSpec.from_config(
+                    HarborAgentConfig.model_validate(entry.get("agent")))))
+            except ValidationError:
+                continue
+        reported = set()
+        for path, agent in records:
+            if agent.import_path and not main.import_path:
+                main = replace(main, import_path=agent.import_path)
+            if agent.model_name != main.model_name and path not in reported:
+                reported.add(path)
+                problems.append(Problem(
+                    "agent_model_mixed", path,
+                    f"the job names model {agent.model_name or 'none'!r}; its trials ran "
+                    f"{main.model_name or 'none'!r}; one model per submission"))
     return main
 
 
@@ -420,16 +476,17 @@ def _norm(text: str | None) -> str:
 
 def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
                               trials: list[ParsedTrial], problems: list[Problem]) -> None:
+    _check_model_roles(metadata, problems)
     if agent.model_name:
-        wanted = {pricing.normalize_model(agent.model_name)}
-        declared = {pricing.normalize_model(m.model_name) for m in metadata.models}
-        declared |= {pricing.normalize_model(f"{m.model_provider}/{m.model_name}")
-                     for m in metadata.models}
-        if not wanted & declared:
+        row = metadata.models[0]
+        if not _model_matches(agent.model_name, row):
             problems.append(Problem(
                 "metadata_model_mismatch", "metadata:models",
-                f"the trials ran model {agent.model_name!r}; metadata lists "
-                f"{[m.model_name for m in metadata.models]}"))
+                f"the trials ran model {agent.model_name!r}; the leaderboard row shows the first "
+                f"model listed, {row.model_name!r} (metadata lists "
+                f"{[m.model_name for m in metadata.models]}). List the model the trials ran "
+                f"first, as Harbor recorded it (model_name: {agent.model_name!r}); a model the "
+                "agent also calls comes after it with `role: helper`"))
     elif agent.name in REFERENCE_AGENTS and not agent.import_path:
         # Harbor's oracle and nop call no model: the leaderboard shows the model the trials ran,
         # so metadata naming one (a claim the trials contradict) is refused, not shown as fact.
@@ -451,15 +508,41 @@ def _check_metadata_agreement(metadata: SubmissionMetadata, agent: AgentSpec,
             "metadata_harness_mismatch", "metadata:harness",
             f"metadata says harness {metadata.harness!r}; the trials ran agent "
             f"{agent.name or agent.import_path!r}"))
-    # Compared as version numbers: Harbor records what the version command printed, e.g.
-    # "OpenHands version: 1.6.0" for OpenHands, where the metadata says 1.6.0.
+    # Compared as exact releases: Harbor records what the version command printed, e.g.
+    # "OpenHands version: 1.6.0" for OpenHands, where the metadata says 1.6.0 (but not 1.6).
     versions = {t.agent_version for t in trials if t.agent_version and t.agent_version != "unknown"}
     if (metadata.harness_version and versions
-            and plain_version(metadata.harness_version) not in {plain_version(v) for v in versions}):
+            and not any(same_version(metadata.harness_version, v) for v in versions)):
         problems.append(Problem(
             "metadata_harness_version_mismatch", "metadata:harness_version",
             f"metadata says {metadata.harness_version!r}; the trials recorded "
             f"{sorted(versions)[:5]}"))
+
+
+def _model_matches(recorded: str, entry: ModelEntry) -> bool:
+    """Whether a metadata model entry names the model Harbor recorded (``-m provider/model``):
+    ``model_name`` as recorded, or ``model_provider/model_name`` (case aside; no aliases, no
+    dropped date suffix: the row's model is the one that ran)."""
+    ran = recorded.strip().casefold()
+    name, provider = entry.model_name.strip().casefold(), entry.model_provider.strip().casefold()
+    return ran in (name, f"{provider}/{name}") or ("/" not in ran and name == f"{provider}/{ran}")
+
+
+def _check_model_roles(metadata: SubmissionMetadata, problems: list[Problem]) -> None:
+    """One model per submission: models[0] is the row's model; any other is a helper the agent
+    also calls, and says so (``role: helper``), so no second model reads as the row's."""
+    if metadata.models[0].role == "helper":
+        problems.append(Problem(
+            "metadata_model_role", "metadata:models[0].role",
+            "models[0] is the model every trial ran, which the leaderboard row shows; it cannot "
+            "be a helper (list helpers after it)"))
+    for i, entry in enumerate(metadata.models[1:], start=1):
+        if entry.role != "helper":
+            problems.append(Problem(
+                "metadata_model_role", f"metadata:models[{i}].role",
+                f"models[{i}] ({entry.model_name!r}) has no `role: helper`: a submission is one "
+                "model, models[0], the model every trial ran; a model the agent also calls is "
+                "listed after it with `role: helper` and shown as a helper"))
 
 
 def _check_integrity_config(config: dict, path: str, problems: list[Problem]) -> None:

@@ -27,6 +27,7 @@ from submissions.api import submission_status_payload
 from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
 from submissions.harbor_intake import served_run, submittable_benchmark_versions
 from submissions.intake import submission_receive
+from submissions.metadata import helper_models
 from submissions.models import ApiToken, SubmissionStatus
 from submissions.pricing import price_table
 from submissions.trajectory import trajectory_steps
@@ -205,6 +206,7 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "infra_confirmed": sum(c["trial"].infra_confirmed for c in infra),
         "share": _submission_share(request, submission),
         "lineage": linking.lineage_summary(submission) if user and user.is_staff else None,
+        "helper_models": helper_models(submission.metadata),
     })
 
 

@@ -33,7 +33,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evaluation.harness_versions import plain_version  # noqa: F401 (re-exported)
+from evaluation.harness_versions import plain_version, same_version  # noqa: F401 (re-exported)
 from evaluation.runner.base import base_image_tag
 from evaluation.runner.engine import APP_LABEL, LABEL_APP, InfrastructureError, _infra, client
 from evaluation.runner.images import image_build, image_exists
@@ -392,7 +392,7 @@ def harness_problem(name: str, version: str = "", *, image: bool = True) -> str:
     if harness is None:
         return (f"{name} runs inside the task container and installs itself from the internet "
                 f"at run time; the site bakes only {', '.join(sorted(INSTALLED_HARNESSES))}")
-    if version and version != harness.version:
+    if version and not same_version(version, harness.version):
         return (f"harness version {version} not built ({name}: the site's layer is "
                 f"{harness.version}{harness.version_note})")
     tag = harness_image_tag(harness)

@@ -238,7 +238,7 @@ def test_every_failure_mode_is_reported_together(tmp_path, spec):
         ("attempts_missing", t[3]),
         ("job_trials_missing", f"{rel(job.job_dir)}/result.json"),  # the deleted attempt
         ("attempts_extra", t[4]),
-        ("agent_config_mixed", rel(odd)),
+        ("agent_model_mixed", rel(odd)),
         ("cost_missing_no_price", f"{rel(odd)}/result.json"),
         ("timeout_multiplier", rel(job.trial(t[5], 2))),
         ("override", rel(job.trial(t[5], 3))),
