@@ -1,6 +1,7 @@
 """The one settings module. Every value comes from the environment (django-environ).
 
-Required secrets have no default when DEBUG is off: SECRET_KEY, DATABASE_URL, CELERY_BROKER_URL.
+Required secrets have no default when DEBUG is off: SECRET_KEY, DATABASE_URL, CELERY_BROKER_URL,
+VERIFICATION_SAMPLE_SECRET.
 Any variable can also be given as <NAME>_FILE (Docker secrets).
 """
 
@@ -428,11 +429,23 @@ VERIFICATION_REPORTED_COST_MIN_RATIO = env.float("VERIFICATION_REPORTED_COST_MIN
 # Level of the re-run's one-sided exact test against inflated claims (the design below).
 VERIFICATION_RERUN_ALPHA = env.float("VERIFICATION_RERUN_ALPHA", default=0.05)
 # The site secret under which the re-run sample is chosen (an HMAC of the archive's digest,
-# submissions.verification.sample). Anyone who knows it can predict a submission's sample:
-# `check --deploy` refuses the default (evaluation.E002). Also VERIFICATION_SAMPLE_SECRET_FILE.
+# submissions.verification.sample). Anyone who knows it can predict a submission's sample, so
+# like SECRET_KEY it has no default when DEBUG is off: the site refuses to start without one of
+# at least VERIFICATION_SAMPLE_SECRET_MIN_LENGTH characters that is not the development default
+# (with DEBUG on, `check --deploy` still refuses the default: evaluation.E002). Also
+# VERIFICATION_SAMPLE_SECRET_FILE.
 VERIFICATION_SAMPLE_SECRET_DEFAULT = "insecure-dev-only-sample-secret"
-VERIFICATION_SAMPLE_SECRET = _env_or_file("VERIFICATION_SAMPLE_SECRET",
-                                          default=VERIFICATION_SAMPLE_SECRET_DEFAULT)
+VERIFICATION_SAMPLE_SECRET_MIN_LENGTH = 32
+VERIFICATION_SAMPLE_SECRET = _env_or_file(
+    "VERIFICATION_SAMPLE_SECRET",
+    **({"default": VERIFICATION_SAMPLE_SECRET_DEFAULT} if DEBUG else {}))
+if not DEBUG and (VERIFICATION_SAMPLE_SECRET == VERIFICATION_SAMPLE_SECRET_DEFAULT
+                  or len(VERIFICATION_SAMPLE_SECRET) < VERIFICATION_SAMPLE_SECRET_MIN_LENGTH):
+    raise ImproperlyConfigured(
+        "VERIFICATION_SAMPLE_SECRET (or VERIFICATION_SAMPLE_SECRET_FILE) must be a private "
+        f"value of at least {VERIFICATION_SAMPLE_SECRET_MIN_LENGTH} characters when DEBUG is off, "
+        "not empty nor the development default: whoever knows it can predict which trials the "
+        "site re-runs. Generate one with `head -c 48 /dev/urandom | base64`.")
 # The sequential re-run design (submissions/verification/design.py; methods page, "How many
 # re-runs"): re-run one trial of FIRST_TASKS tasks (in the secret order), then STEP_TASKS more per
 # look while the exact test (level VERIFICATION_RERUN_ALPHA, spread over the looks by SPENDING:

@@ -141,6 +141,8 @@ class Cluster:
         self.s3: S3Server | None = None
         self.pg = self.redis = None
         self.secret_key = secrets.token_hex(32)
+        # One for every host, as production shares it: each worker must draw the same sample.
+        self.sample_secret = secrets.token_hex(32)
 
     def __enter__(self) -> Cluster:
         return self.start()
@@ -169,6 +171,7 @@ class Cluster:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "HOME")}
         env.update(
             DJANGO_SETTINGS_MODULE="config.settings", DEBUG="0", SECRET_KEY=self.secret_key,
+            VERIFICATION_SAMPLE_SECRET=self.sample_secret,
             ALLOWED_HOSTS=self.net.address("web"), SECURE_SSL_REDIRECT="0",
             SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", SECURE_HSTS_SECONDS="0",
             USE_MANIFEST_STATIC="0", HAB_DEVTOOLS="0", PYTHONUNBUFFERED="1",

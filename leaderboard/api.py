@@ -129,8 +129,10 @@ class _TableApi(ApiView):
 
 
 class LeaderboardListApi(ApiView):
-    """Ranked agents, one page at a time (limit/offset, limit <= 1000), sorted and searched as
-    the leaderboard page is (sort, order, q); /leaderboard.csv has every row."""
+    """Agents, one page at a time (limit/offset, limit <= 1000), sorted and searched as the
+    leaderboard page is (sort, order, q): by rank, the ranked ones, then those never ranked (a
+    discrepancy: rank and tie_group null, ranked false, unranked_reason says why);
+    /leaderboard.csv has every row."""
 
     OutputSerializer = row_serializer(tables.LEADERBOARD)
 

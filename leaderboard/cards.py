@@ -58,7 +58,8 @@ def agent_card(entry, benchmark_slug: str, *, note: str = "") -> bytes:
     draw.text((MARGIN, 270), f"{entry.success_rate:.1%}", fill=ACCENT, font=_font(120))
     draw.text((MARGIN, 410), f"success, 95% interval {entry.ci_low:.1%}–{entry.ci_high:.1%}",
               fill=TEXT, font=_font(40))
-    draw.text((MARGIN, 480), f"{entry.successes}/{entry.attempts} attempts · rank {entry.rank} · "
+    place = f"rank {entry.rank}" if entry.rank is not None else "not ranked"
+    draw.text((MARGIN, 480), f"{entry.successes}/{entry.attempts} attempts · {place} · "
               f"{level_of(entry)}" + (f" · {note}" if note else ""), fill=MUTED, font=_font(36))
     return _png(image)
 

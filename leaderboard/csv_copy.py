@@ -138,15 +138,16 @@ def task_matrix_sql(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> tu
         "string_to_array(ce.cell_outcomes, ','), string_to_array(ce.cell_claimed, ',')) "
         "AS u(task_id, outcomes, claimed_outcomes) WHERE ce.benchmark_version_id = %s"
     )
+    # An unranked entry (a discrepancy) has no standing: listed after the ranked ones.
     sql = (
         f"SELECT {select} FROM {n['entry']} e "
-        f"JOIN {n['standing']} st ON st.entry_id = e.id "
+        f"LEFT JOIN {n['standing']} st ON st.entry_id = e.id "
         f"JOIN {n['agent']} a ON a.id = e.agent_id "
         f"CROSS JOIN {n['task']} bt "
         f"JOIN {n['category']} c ON c.id = bt.category_id "
         f"LEFT JOIN ({cells}) cell ON cell.entry_id = e.id AND cell.task_id = bt.id "
         f"WHERE e.id IN ({ids_sql}) AND bt.benchmark_version_id = %s "
-        "ORDER BY st.rank, a.display_name, e.id, bt.position, bt.name"
+        "ORDER BY st.rank NULLS LAST, a.display_name, e.id, bt.position, bt.name"
     )
     return sql, (bv.pk, *ids_params, bv.pk)
 

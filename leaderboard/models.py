@@ -11,6 +11,12 @@ from config.models import BaseModel
 from evaluation.models import Agent, BenchmarkTask, BenchmarkVersion, Category
 from submissions.models import Submission
 
+# Verification levels whose rows are never ranked (no rank, no tie group, left out of the
+# others' ranks and tie groups): the site's own checks contradict the claims, so the site does
+# not stand behind the row's place. They are listed apart, with the site's reasons (the badge).
+UNRANKED_LEVELS = ("discrepancy",)
+UNRANKED_TITLE = "Not ranked: the site's checks contradict the claims"
+
 
 class EntryManager(models.Manager):
     """Entries with their ``rank`` and ``tie_group`` (kept in ``EntryStanding``) annotated, so
@@ -113,6 +119,15 @@ class LeaderboardEntry(BaseModel):
     @property
     def coverage(self) -> float:
         return self.attempts_present / self.attempts_required if self.attempts_required else 0.0
+
+    @property
+    def ranked(self) -> bool:
+        return self.verification_level not in UNRANKED_LEVELS
+
+    @property
+    def unranked_reason(self) -> str:
+        """Why the row has no rank, in the site's words (its coverage badge); "" when ranked."""
+        return "" if self.ranked else self.badge
 
     def cells(self) -> dict[int, TaskCell]:
         """The entry's task cells by task pk (tasks without trials have none)."""

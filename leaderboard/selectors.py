@@ -18,6 +18,7 @@ from evaluation.models import BenchmarkTask, BenchmarkVersion, Category
 from evaluation.published import published_image
 from leaderboard.filters import EntryFilters, EntryFilterSet
 from leaderboard.models import (
+    UNRANKED_LEVELS,
     AggregateVersion,
     CategoryEntry,
     GroupAggregate,
@@ -115,13 +116,24 @@ def _with_aggregate_version(bv: BenchmarkVersion) -> BenchmarkVersion:
 CELL_FIELDS = ("cell_tasks", "cell_outcomes", "cell_claimed", "cell_flags", "task_rates")
 
 
-def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters) -> QuerySet:
+# Unranked rows (a discrepancy) have no standing, so no rank: they sort after every ranked one
+# (SQLite would put nulls first).
+RANK_ORDER = F("rank").asc(nulls_last=True)
+
+
+def _entries(benchmark_version: BenchmarkVersion, filters: EntryFilters,
+             ranked: bool | None = None) -> QuerySet:
+    """The entries matching the filters, ranked ones first in rank order; only the ranked ones
+    (``ranked=True``), only the unranked ones (``False``) or both (``None``)."""
     # agent, harness and model are shown on every row: join them instead of N lookups.
     qs = LeaderboardEntry.objects.filter(benchmark_version=benchmark_version).select_related(
         "agent", "agent__harness", "agent__model"
     ).defer(*CELL_FIELDS)  # only the task matrix and the agent page read the cells
+    if ranked is not None:
+        unranked = Q(verification_level__in=UNRANKED_LEVELS)
+        qs = qs.exclude(unranked) if ranked else qs.filter(unranked)
     qs = EntryFilterSet.from_filters(filters, queryset=qs).qs
-    return qs.order_by("rank", "agent__display_name")
+    return qs.order_by(RANK_ORDER, "agent__display_name")
 
 
 # Sort keys of the list pages (kept in the URL) -> the entry column they order by.
@@ -146,11 +158,20 @@ class EntryWindow:
 
 def leaderboard_window(
     *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
-    window: EntryWindow = EntryWindow(),
+    window: EntryWindow = EntryWindow(), ranked: bool | None = None,
 ) -> tuple[list[LeaderboardEntry], int]:
-    """One window of the entries and how many match in all. Two queries (rows, count)."""
-    base = _entries(benchmark_version, filters)
+    """One window of the entries (only the ranked ones with ``ranked=True``; unranked ones sort
+    last by rank) and how many match in all. Two queries (rows, count)."""
+    base = _entries(benchmark_version, filters, ranked)
     return list(_windowed(base, window)), _searched(base, window.search).count()
+
+
+def unranked_rows(*, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
+                  search: str = "") -> list[LeaderboardEntry]:
+    """Every entry matching the filters and search that is never ranked (a discrepancy), by
+    agent name: the leaderboard lists them apart, under its ranked table. One query."""
+    qs = _searched(_entries(benchmark_version, filters, ranked=False), search)
+    return list(qs.order_by("agent__display_name", "pk"))
 
 
 def entry_count(*, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters(),
@@ -173,7 +194,7 @@ def _windowed(qs: QuerySet, window: EntryWindow) -> QuerySet:
     expr = SORTABLE.get(window.sort, SORTABLE["rank"])
     # Missing values (no cost reported, ...) sort last either way.
     key = expr.desc(nulls_last=True) if window.descending else expr.asc(nulls_last=True)
-    qs = qs.order_by(key, "rank", "agent__display_name", "pk")
+    qs = qs.order_by(key, RANK_ORDER, "agent__display_name", "pk")
     if window.limit is not None:
         qs = qs[window.offset:window.offset + window.limit]
     return qs
@@ -189,7 +210,8 @@ def entries_for_export(
 def leaderboard_rows(
     *, benchmark_version: BenchmarkVersion, filters: EntryFilters = EntryFilters()
 ) -> list[LeaderboardEntry]:
-    """Entries in rank order. One query."""
+    """Entries: the ranked ones in rank order, then the unranked ones (no rank) by agent
+    name. One query."""
     return list(_entries(benchmark_version, filters))
 
 
@@ -285,8 +307,9 @@ def task_matrix(
 
 
 def top_entries(*, benchmark_version: BenchmarkVersion, n: int = 5) -> list[LeaderboardEntry]:
-    """The first ``n`` entries by rank, with their agents (the link-preview card). One query."""
+    """The first ``n`` ranked entries, with their agents (the link-preview card). One query."""
     return list(LeaderboardEntry.objects.filter(benchmark_version=benchmark_version)
+                .exclude(verification_level__in=UNRANKED_LEVELS)
                 .select_related("agent").defer("task_rates").order_by("rank", "agent__slug")[:n])
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from evaluation.models import Agent, BenchmarkVersion, Category, Group, Harness
 from leaderboard import caching, recompute, stats
 from leaderboard.models import (
+    UNRANKED_LEVELS,
     AggregateVersion,
     CategoryEntry,
     EntryStanding,
@@ -88,10 +89,13 @@ def leaderboard_recompute(
 
 
 def _rank_entries(benchmark_version: BenchmarkVersion) -> int:
-    """Competition ranks and tie groups of every entry, from the stored rows and per-task
-    vectors (one read, sorted by the database, no trials); only the ``EntryStanding`` rows of
-    entries whose rank or group changed are written, and those of new entries inserted."""
-    rows = _rank_inputs(benchmark_version)
+    """Competition ranks and tie groups of every ranked entry, from the stored rows and
+    per-task vectors (one read, sorted by the database, no trials); only the ``EntryStanding``
+    rows of entries whose rank or group changed are written, and those of new entries
+    inserted. Entries of an unranked level (``UNRANKED_LEVELS``: a discrepancy) take no part
+    and keep no standing. Returns the number of entries, ranked or not."""
+    everything = _rank_inputs(benchmark_version)
+    rows = [r[:4] for r in everything if r[4] not in UNRANKED_LEVELS]
     rates = [r[1] for r in rows]
     ranks = stats.competition_ranks(rates)
     groups = stats.tie_groups_vectorised(_rate_matrix(rows), settings.LEADERBOARD_TIE_ALPHA,
@@ -106,21 +110,25 @@ def _rank_entries(benchmark_version: BenchmarkVersion) -> int:
         elif was != (rank, group):
             moved.append((r[0], rank, group))
     _write_standings(benchmark_version, moved, new)
-    return len(rows)
+    # A row that turned unranked (a re-screen flag, say) loses the standing it had.
+    ranked = {r[0] for r in rows}
+    if stale := [pk for pk in current if pk not in ranked]:
+        EntryStanding.objects.filter(entry_id__in=stale).delete()
+    return len(everything)
 
 
 def _rank_inputs(benchmark_version: BenchmarkVersion) -> list[tuple]:
-    """(pk, success rate, cell_tasks, task_rates) of every entry in rank order, with the
-    explicit tie-breaks: more successes, cheaper per attempt (no cost, or a zero one, last),
-    submitted earlier (else the day the submission was created, UTC), then the older
-    submission. Sorted by the database, so only the columns the ranks and tie groups need
-    become Python objects."""
+    """(pk, success rate, cell_tasks, task_rates, verification level) of every entry in rank
+    order, with the explicit tie-breaks: more successes, cheaper per attempt (no cost, or a
+    zero one, last), submitted earlier (else the day the submission was created, UTC), then
+    the older submission. Sorted by the database, so only the columns the ranks and tie groups
+    need become Python objects."""
     if connection.vendor == "postgresql":
         created_day = "(s.created_at AT TIME ZONE 'UTC')::date"
     else:
         created_day = "date(s.created_at)"
     sql = (
-        "SELECT e.id, e.success_rate, e.cell_tasks, e.task_rates "
+        "SELECT e.id, e.success_rate, e.cell_tasks, e.task_rates, e.verification_level "
         f"FROM {LeaderboardEntry._meta.db_table} e "
         f"JOIN {Submission._meta.db_table} s ON s.id = e.submission_id "
         "WHERE e.benchmark_version_id = %s "
@@ -199,10 +207,11 @@ def _pooled(counts: list[int] | None) -> float | None:
 
 def _recompute_groups(benchmark_version: BenchmarkVersion,
                       families: list[str] | None = None) -> None:
-    """Harness-family aggregates (of ``families``, or all) from the stored entries: means of
-    agent-level values and pooled counts. Members are read in rank order, so float sums (and
-    the label, the top member's harness) do not depend on which path wrote the entries. One
-    query: each entry with its imaging and text counts summed from its category rows."""
+    """Harness-family aggregates (of ``families``, or all) from the stored ranked entries (an
+    unranked row's figures are not the site's to average): means of agent-level values and
+    pooled counts. Members are read in rank order, so float sums (and the label, the top
+    member's harness) do not depend on which path wrote the entries. One query: each entry
+    with its imaging and text counts summed from its category rows."""
     families_by: dict[str, list[tuple]] = defaultdict(list)
     for m in _family_members(benchmark_version, families):
         families_by[m[0]].append(m)
@@ -232,20 +241,20 @@ def _recompute_groups(benchmark_version: BenchmarkVersion,
 def _family_members(benchmark_version: BenchmarkVersion, families: list[str] | None
                     ) -> list[tuple]:
     """(family, harness label, successes, attempts, success rate, imaging macro, text macro,
-    imaging successes, imaging attempts, text successes, text attempts) of every entry (of
-    ``families``), in rank order (then agent name, then entry). The category rows are summed
+    imaging successes, imaging attempts, text successes, text attempts) of every ranked entry
+    (of ``families``), in rank order (then agent name, then entry). The category rows are summed
     per entry first (a hash aggregate over the version's categories), then joined: one row
     per entry is sorted, not one per category row."""
     entry, standing = LeaderboardEntry._meta.db_table, EntryStanding._meta.db_table
     agent, harness = Agent._meta.db_table, Harness._meta.db_table
     cell, category = CategoryEntry._meta.db_table, Category._meta.db_table
     params: list = [Group.IMAGING, Group.IMAGING, Group.TEXT, Group.TEXT,
-                    benchmark_version.pk, benchmark_version.pk]
-    where = ""
+                    benchmark_version.pk, benchmark_version.pk, *UNRANKED_LEVELS]
+    where = f" AND e.verification_level NOT IN ({', '.join(['%s'] * len(UNRANKED_LEVELS))})"
     if families is not None:
         if not families:
             return []
-        where = f" AND h.family IN ({', '.join(['%s'] * len(families))})"
+        where += f" AND h.family IN ({', '.join(['%s'] * len(families))})"
         params += list(families)
 
     def summed(column: str, name: str) -> str:

@@ -112,7 +112,8 @@ def _spread_columns(names: tuple[str, ...], values: Callable, kinds: dict
 # The first 13 columns are the published, fixed CSV interface; extras follow (stable ids last).
 # reported_*: the submission's own figures (its Harbor result.json), never measured by the site.
 LEADERBOARD = TableSpec("leaderboard", "LeaderboardRow", (
-    Column("rank", INT, lambda e: e.rank),
+    Column("rank", INT, lambda e: e.rank, null=True,
+           help="competition rank; empty on a row that is never ranked (ranked: false)"),
     Column("agent", TEXT, lambda e: e.agent.display_name),
     Column("harness", TEXT, lambda e: e.agent.harness.slug),
     Column("model", TEXT, lambda e: e.agent.model.slug),
@@ -129,7 +130,8 @@ LEADERBOARD = TableSpec("leaderboard", "LeaderboardRow", (
            null=True, help="mean output tokens per scored attempt, as the submission reported "
                            "them (not measured by the site)"),
     Column("verified", BOOL, lambda e: e.verified),
-    Column("tie_group", INT, lambda e: e.tie_group),
+    Column("tie_group", INT, lambda e: e.tie_group, null=True,
+           help="empty on a row that is never ranked (ranked: false)"),
     Column("provider", TEXT, lambda e: e.agent.model.provider),
     Column("infra_errors", INT, lambda e: e.infra_errors, help="= infra_errors_confirmed"),
     Column("coverage", FLOAT, lambda e: _r(e.coverage)),
@@ -157,6 +159,12 @@ LEADERBOARD = TableSpec("leaderboard", "LeaderboardRow", (
     Column("counted_trials", INT, _cov("counted"), null=True),
     Column("passes_not_reproduced_or_rerun", INT, _cov("passes_uncovered"), null=True),
     Column("badge", TEXT, lambda e: e.badge),
+    Column("ranked", BOOL, lambda e: e.ranked,
+           help="false for a published row whose verdict is discrepancy: never ranked, and "
+                "left out of the other rows' ranks and tie groups"),
+    Column("unranked_reason", TEXT, lambda e: e.unranked_reason,
+           help="why the row is not ranked, in the site's words (its badge); empty when "
+                "ranked"),
     # issue 26: a reconstructed row's seeded figures across reconstructions (null otherwise)
     *_spread_columns(
         reconstruction_spread.LEADERBOARD_COLUMNS, reconstruction_spread.leaderboard_columns,

@@ -25,6 +25,7 @@ from leaderboard import (
 from leaderboard.caching import cached_response, cached_site_response
 from leaderboard.csv_export import csv_bytes_response, csv_response, csv_stream_response
 from leaderboard.filters import entry_filters
+from leaderboard.models import UNRANKED_TITLE
 from leaderboard.tables import PROVENANCE_NOTE
 
 # Tables built whole and cached (a row per agent or fewer); the per-trial and per-cell ones
@@ -147,7 +148,7 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
     bv, filters, ctx = _context(request)
     window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
     entries, total = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
-                                                  window=window)
+                                                  window=window, ranked=True)
     if "cols" in request.GET:
         # The column form without JavaScript: the shown columns become the canonical hide=...
         q = request.GET.copy()
@@ -164,6 +165,9 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
         "hidden_classes": " ".join(f"hide-{k}" for k, _, off in columns if off),
         "chart": charts.leaderboard_bar(sorted(entries, key=lambda e: e.rank)),
         "any_reconstructed": any(e.reconstructed for e in entries),
+        "unranked": selectors.unranked_rows(benchmark_version=bv, filters=filters,
+                                            search=window.search),
+        "unranked_title": UNRANKED_TITLE,
     })
     return render(request, "leaderboard/index.html", ctx)
 

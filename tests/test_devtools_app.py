@@ -23,7 +23,8 @@ def _commands(tmp_path: Path, **env: str) -> set[str]:
     """`manage.py help --commands` in a bare environment with these values (they win over a
     checkout's .env, which make run writes with DEBUG=1)."""
     base = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
-    base.update(SECRET_KEY="x" * 50, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    base.update(SECRET_KEY="x" * 50, VERIFICATION_SAMPLE_SECRET="s" * 32,
+                DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
                 CELERY_BROKER_URL="memory://", **env)  # HAB_DEVTOOLS only when given
     done = subprocess.run([sys.executable, str(REPO / "manage.py"), "help", "--commands"],
                           cwd=tmp_path, env=base, capture_output=True, text=True, timeout=120)

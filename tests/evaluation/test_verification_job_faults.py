@@ -76,7 +76,8 @@ def test_r3_visibility_timeout_exceeds_longest_job_and_reliability_settings():
     )
     for extra in ({}, {"VERIFICATION_TIME_LIMIT_S": "40000", "CELERY_VISIBILITY_TIMEOUT_S": "60"}):
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "0",
-               "SECRET_KEY": "x", "DATABASE_URL": "sqlite:///tmp/x.db",
+               "SECRET_KEY": "x", "VERIFICATION_SAMPLE_SECRET": "s" * 32,
+               "DATABASE_URL": "sqlite:///tmp/x.db",
                "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0", **extra}
         out = subprocess.run([sys.executable, "-c", code], env=env, cwd=vs.REPO,
                              capture_output=True, text=True, check=True).stdout
@@ -497,7 +498,8 @@ def test_r15_no_prefetch_of_verification_jobs_on_redis():
     seen = {}
     for broker in ("redis://127.0.0.1:6379/0", "amqp://guest:guest@127.0.0.1:5672//"):
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "0",
-               "SECRET_KEY": "x", "DATABASE_URL": "sqlite:///tmp/x.db",
+               "SECRET_KEY": "x", "VERIFICATION_SAMPLE_SECRET": "s" * 32,
+               "DATABASE_URL": "sqlite:///tmp/x.db",
                "CELERY_BROKER_URL": broker, "VERIFICATION_REAPER_INTERVAL_S": "30"}
         out = subprocess.run([sys.executable, "-c", code], env=env, cwd=vs.REPO,
                              capture_output=True, text=True, check=True).stdout

@@ -13,7 +13,8 @@ from tests.factories import AgentFactory, published_submission
 # joined (1), version list for the selector (1), filter choices (harnesses 1, providers 1) = 4;
 # then the page's own reads. Windowed pages count the matching agents (1).
 PAGES = {
-    "/": 4 + 2,                        # one window of entries (agent/harness/model joined), count
+    # one window of ranked entries (agent/harness/model joined), their count, the unranked rows
+    "/": 4 + 3,
     "/categories/": 4 + 4,             # categories, entries, prefetched category entries, count
     "/imaging-vs-text/": 4 + 3,        # entries, count, harness-family aggregates
     "/harness-effect/": 4 + 3,         # same-model entries, version entries, families

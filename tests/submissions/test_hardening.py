@@ -50,6 +50,40 @@ def test_settings_refuse_to_start_without_secrets_when_debug_is_off():
     assert "SECRET_KEY" in result.stderr
 
 
+def _check_with_debug_off(tmp_path, **env: str):
+    """`manage.py check` as production starts it: DEBUG off, every other required setting set."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    base = {"DEBUG": "0", "PATH": "/usr/bin:/bin", "SECRET_KEY": "k" * 50,
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+            "CELERY_BROKER_URL": "memory://", **env}
+    return subprocess.run([sys.executable, str(repo / "manage.py"), "check"], env=base,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("secret", [None, "", "insecure-dev-only-sample-secret", "s" * 31])
+def test_the_site_refuses_to_start_without_a_private_sample_secret_when_debug_is_off(
+        tmp_path, secret):
+    env = {} if secret is None else {"VERIFICATION_SAMPLE_SECRET": secret}
+    result = _check_with_debug_off(tmp_path, **env)
+    assert result.returncode != 0
+    assert "VERIFICATION_SAMPLE_SECRET" in result.stderr, result.stderr[-2000:]
+
+
+def test_the_site_starts_with_a_private_sample_secret_or_its_file(tmp_path):
+    secret = "s" * 32
+    result = _check_with_debug_off(tmp_path, VERIFICATION_SAMPLE_SECRET=secret)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "no issues" in result.stdout
+    (tmp_path / "sample-secret").write_text(secret + "\n")
+    from_file = _check_with_debug_off(
+        tmp_path, VERIFICATION_SAMPLE_SECRET_FILE=str(tmp_path / "sample-secret"))
+    assert from_file.returncode == 0, from_file.stderr[-2000:]
+
+
 @pytest.mark.parametrize("header", ["", "x" * 20])
 def test_invalid_content_length_is_a_400_not_a_500(header, db):
     response = Client().generic("POST", "/api/v1/submissions/", b"", CONTENT_LENGTH=header or "abc")

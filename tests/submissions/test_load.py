@@ -123,7 +123,8 @@ def served(transactional_db, tmp_path, owner):
     bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
     tasks = {t.name: t.content_digest for t in bv.tasks.all()}
     env = dict(os.environ)
-    env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), DATABASE_URL=_database_url(),
+    env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50),
+               VERIFICATION_SAMPLE_SECRET=secrets.token_urlsafe(48), DATABASE_URL=_database_url(),
                CELERY_BROKER_URL="memory://", SECURE_SSL_REDIRECT="0",
                ALLOWED_HOSTS="127.0.0.1,localhost", USE_MANIFEST_STATIC="0",
                MEDIA_ROOT=str(tmp_path / "media"),

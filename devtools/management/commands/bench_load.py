@@ -114,7 +114,8 @@ def _run(cmd, served: Path, tmp: Path, database_url: str, name: str, queues: tup
          mb, readers, uploads, text_mb, web_workers, intake_concurrency, intake_nice, alone_s,
          broker_url) -> None:
     env = dict(os.environ)
-    env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), DATABASE_URL=database_url,
+    env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50),
+               VERIFICATION_SAMPLE_SECRET=secrets.token_urlsafe(48), DATABASE_URL=database_url,
                CELERY_BROKER_URL=broker_url, INTAKE_QUEUE=queues[0], VERIFICATION_QUEUE=queues[1],
                SECURE_SSL_REDIRECT="0", ALLOWED_HOSTS="127.0.0.1,localhost",
                USE_MANIFEST_STATIC="0", MEDIA_ROOT=str(tmp / "media"),

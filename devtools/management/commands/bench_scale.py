@@ -192,7 +192,8 @@ class Command(BaseCommand):
     def _env(self, db: dict, name: str, cache_url: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
-            DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50), DATABASE_URL=_url(db, name),
+            DEBUG="0", SECRET_KEY=secrets.token_urlsafe(50),
+            VERIFICATION_SAMPLE_SECRET=secrets.token_urlsafe(48), DATABASE_URL=_url(db, name),
             CELERY_BROKER_URL="memory://", CACHE_URL=cache_url, SECURE_SSL_REDIRECT="0",
             ALLOWED_HOSTS="127.0.0.1,localhost", USE_MANIFEST_STATIC="0", CONN_MAX_AGE="60",
             LOG_LEVEL="WARNING",
