@@ -77,7 +77,7 @@ class LeaderboardEntry(BaseModel):
     # discrepancy / unverified / reconstructed, the counts behind it, and the badge text.
     verification_level = models.CharField(max_length=20, default="unverified")
     verification = models.JSONField(default=dict, blank=True)  # Submission.coverage
-    badge = models.CharField(max_length=300, blank=True)
+    badge = models.TextField(blank=True)
     reconstructed = models.BooleanField(default=False)
     submitted_on = models.DateField(null=True)
     # The entry's task cells, one row per entry (issue 12; the matrix used to be one row per

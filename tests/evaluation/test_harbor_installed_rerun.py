@@ -387,6 +387,9 @@ def rerun_worker(django_db_setup, django_db_blocker, media_root, harbor_ready, s
     w = vs.Worker(media_root=media_root, concurrency=1, queue=queue, env={
         "VERIFICATION_RERUN_MODEL_ENDPOINTS": json.dumps(endpoints),
         "VERIFICATION_AGENT_SECRETS": json.dumps({"STUB": SITE_KEY}),
+        # One task of five attempts reaches no power floor; this module tests the harness's
+        # path to a verdict, tests/adversarial the floor.
+        "VERIFICATION_RERUN_POWER_FLOOR": "0",
         "VERIFICATION_PARALLEL_TRIALS": str(ATTEMPTS),
     }).start()
     yield w
@@ -456,7 +459,7 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
     # Re-run agrees: 5/5 against the same 5 trials claimed: verified.
     rerun = js.summary["rerun"]
     assert solves.status == "verified", (js.summary, rerun_worker.tail())
-    assert (rerun["rerun_success"], rerun["rerun_runs"], rerun["claimed_success"]) == (
+    assert (rerun["rerun_success"], rerun["rerun_runs"], rerun["site_success"]) == (
         ATTEMPTS, ATTEMPTS, ATTEMPTS)
     assert not rerun["significant"]
     checks = list(TrialCheck.objects.filter(job=js, kind=CheckKind.RERUN))
@@ -485,7 +488,8 @@ def test_installed_agent_rerun_agrees_and_disagrees(settings, media_root, rerun_
     client.force_login(staff)
     page = client.get(f"/submissions/{solves.pk}/").content.decode()
     assert power["statement"] in page.replace("&#x27;", "'"), page[:3000]
-    assert f"{ATTEMPTS}/{ATTEMPTS} passed, against {ATTEMPTS}/{ATTEMPTS} claimed" in page
+    assert (f"{ATTEMPTS}/{ATTEMPTS} passed, against {ATTEMPTS}/{ATTEMPTS} passes by the site's "
+            "own grading" in page.replace("&#x27;", "'"))
     badge = coverage_badge(solves.coverage)
     assert badge.startswith("verified") and badge in page, badge
     print(f"\nbadge of the re-run submission: {badge}\nfailing one: {coverage_badge(fails.coverage)}")

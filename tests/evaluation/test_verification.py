@@ -491,7 +491,7 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
         s.refresh_from_db()
     summary = jobs[0].__class__.objects.get(pk=jobs[0].pk).summary["rerun"]
     assert (summary["rerun_success"], summary["rerun_runs"]) == (0, 9)
-    assert (summary["claimed_success"], summary["claimed_runs"]) == (9, 9)
+    assert (summary["site_success"], summary["site_runs"]) == (9, 9)
     assert summary["p_value"] == pytest.approx(1 / 8000) and summary["significant"]
     assert nop.status == "discrepancy"
     scripted_rerun = TrialCheck.objects.filter(job=jobs[1], kind=CheckKind.RERUN)
