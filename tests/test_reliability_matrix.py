@@ -21,7 +21,7 @@ def matrix_rows() -> list[dict]:
 def named_ids(tests_dir: Path = TESTS) -> dict[str, list[str]]:
     """Row id -> the tests (file::function) that name it."""
     found: dict[str, list[str]] = {}
-    word = re.compile(r"\b([UJASR]\d{1,2})\b")
+    word = re.compile(r"\b([UJASRV]\d{1,2})\b")
     for path in sorted(tests_dir.rglob("test_*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
@@ -29,7 +29,7 @@ def named_ids(tests_dir: Path = TESTS) -> dict[str, list[str]]:
                 continue
             if not node.name.startswith("test_"):
                 continue
-            ids = {m.upper() for m in re.findall(r"(?:^|_)([ujasr]\d{1,2})(?=_|$)", node.name)}
+            ids = {m.upper() for m in re.findall(r"(?:^|_)([ujasrv]\d{1,2})(?=_|$)", node.name)}
             ids |= set(word.findall(ast.get_docstring(node) or ""))
             for row_id in ids:
                 found.setdefault(row_id, []).append(
@@ -37,12 +37,12 @@ def named_ids(tests_dir: Path = TESTS) -> dict[str, list[str]]:
     return found
 
 
-def test_the_matrix_has_its_63_rows():
+def test_the_matrix_has_its_71_rows():
     rows = matrix_rows()
     ids = [r["id"] for r in rows]
-    assert len(ids) == len(set(ids)) == 63
-    counts = {k: sum(1 for i in ids if i[0] == k) for k in "UJASR"}
-    assert counts == {"U": 12, "J": 5, "A": 12, "S": 14, "R": 20}
+    assert len(ids) == len(set(ids)) == 71
+    counts = {k: sum(1 for i in ids if i[0] == k) for k in "UJASRV"}
+    assert counts == {"U": 12, "J": 5, "A": 12, "S": 14, "R": 20, "V": 8}
     assert all(r["fault"] and r["expected"] for r in rows)
 
 

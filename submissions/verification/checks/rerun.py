@@ -45,8 +45,9 @@ def site_cost_estimate(sub: Submission, trials) -> dict:
     """The site's own cost estimate per re-run trial, never the submission's reported cost:
     the dated price table applied to each trial's tokens; else the median measured cost of the
     site's re-runs of the same category; else VERIFICATION_RERUN_COST_DEFAULT_USD. Returns
-    {"per_trial_usd", "basis", "reported_per_trial_usd", "flag"} where flag says whether the
-    reported cost is far above or far below the estimate (None: within the ratios)."""
+    {"per_trial_usd", "basis", "reported_per_trial_usd", "flag", "trials_far_above",
+    "trials_far_below"}: whether the reported mean, and how many trials, are far above or far
+    below the estimate (VERIFICATION_REPORTED_COST_MAX_RATIO and _MIN_RATIO)."""
     model = str(((sub.agent.settings if sub.agent else None) or {}).get("model_name") or "")
     priced = [pricing.compute_cost(model, t.input_tokens, t.cached_tokens, t.output_tokens)
               for t in trials]
@@ -68,14 +69,14 @@ def site_cost_estimate(sub: Submission, trials) -> dict:
             basis = "the site's default (VERIFICATION_RERUN_COST_DEFAULT_USD)"
     reported = [float(t.cost_usd) for t in trials if t.cost_usd is not None]
     mean = sum(reported) / len(reported) if reported else None
+    high = settings.VERIFICATION_REPORTED_COST_MAX_RATIO * per_trial
+    low = settings.VERIFICATION_REPORTED_COST_MIN_RATIO * per_trial
     flag = None
     if mean is not None and per_trial:
-        if mean > settings.VERIFICATION_REPORTED_COST_MAX_RATIO * per_trial:
-            flag = "far above"
-        elif mean < settings.VERIFICATION_REPORTED_COST_MIN_RATIO * per_trial:
-            flag = "far below"
+        flag = "far above" if mean > high else "far below" if mean < low else None
     return {"per_trial_usd": per_trial, "basis": basis, "reported_per_trial_usd": mean,
-            "flag": flag}
+            "flag": flag, "trials_far_above": sum(1 for c in reported if c > high),
+            "trials_far_below": sum(1 for c in reported if c < low)}
 
 
 def _candidates(job: VerificationJob) -> tuple[list[design.Trial], dict, list[Trial]]:
