@@ -616,11 +616,13 @@ class Plan:
 
     @property
     def powered(self) -> bool:
-        return self.floor_points > 0 and self.power >= self.floor_power
+        """Reaches the floor; with no pass the site graded there is nothing to inflate, and
+        nothing for power to be short of."""
+        return self.floor_points <= 0 or self.power >= self.floor_power
 
     def sentence(self) -> str:
         if self.floor_points <= 0:
-            return "no pass the site graded: nothing a re-run could find inflated"
+            return "has no pass to test: the site graded none"
         per = self.design.reruns_per_task
         return (f"detects a {self.floor_points}-point inflation {self.power:.0%} of the time "
                 f"(the site requires {self.floor_power:.0%}; {per} re-run{'s' if per > 1 else ''}"

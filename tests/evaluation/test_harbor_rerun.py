@@ -170,9 +170,6 @@ def rerun_worker(django_db_setup, django_db_blocker, media_root, harbor_ready, s
     w = vs.Worker(media_root=media_root, concurrency=1, queue=queue, env={
         "VERIFICATION_RERUN_MODEL_ENDPOINTS": json.dumps(endpoints),
         "VERIFICATION_AGENT_SECRETS": json.dumps({"STUB": SITE_KEY}),
-        # One task of five attempts reaches no power floor; this module tests the harness's
-        # path to a verdict, tests/adversarial the floor.
-        "VERIFICATION_RERUN_POWER_FLOOR": "0",
         "VERIFICATION_PARALLEL_TRIALS": str(ATTEMPTS),
     }).start()
     yield w
@@ -222,6 +219,9 @@ def test_rerun_through_harbor_agrees_and_disagrees(settings, media_root, rerun_w
     settings.VERIFICATION_RERUN_FIRST_TASKS = 1
     settings.VERIFICATION_RERUN_PER_TASK = ATTEMPTS
     settings.VERIFICATION_RERUN_MAX_TRIALS = ATTEMPTS
+    # One task of five attempts reaches no power floor (the job fixes it from these settings);
+    # this test is the harness's path to a verdict, tests/adversarial the floor's.
+    settings.VERIFICATION_RERUN_POWER_FLOOR = 0.0
     vs.point_celery_at(vs.BROKER_URL)
     bv = vs.synthetic_version()
     with transaction.atomic():

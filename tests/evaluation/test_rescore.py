@@ -219,7 +219,8 @@ def test_r11_rescore_after_a_grader_update_switches_the_leaderboard_atomically(
     assert AggregateVersion.objects.get(benchmark_version=bv).number == version_before + 1
 
     # Each re-grade records the version the verifier container reported, once.
-    checks = list(TrialCheck.objects.filter(job=job).order_by("trial__attempt"))
+    checks = list(TrialCheck.objects.filter(job=job, kind=CheckKind.REGRADE)
+                  .order_by("trial__attempt"))
     assert [c.grader_version for c in checks] == [new_label] * 3
     assert [c.detail["grader"]["grader"] for c in checks] == [new_label] * 3
     assert [c.verified_reward for c in checks] == [1.0, 1.0, 1.0]

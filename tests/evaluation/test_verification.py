@@ -107,7 +107,9 @@ def test_oracle_submission_verified_and_tampered_trial_flagged(settings, oracle,
         "passes_uncovered": 19}
     assert coverage_badge(honest.coverage) == (
         "consistent, not verified: re-graded 21/21, reproduced 0/21, re-run 2/21 counted "
-        "trials; 19 of 21 counted passes neither reproduced nor re-run")
+        "trials; re-run underpowered: the site's design detects a 15-point inflation 0% of the "
+        "time (the site requires 50%; 1 re-run per task, at most 2 re-run trials); 19 of 21 "
+        "counted passes neither reproduced nor re-run")
     # The two re-run trials are the first two of the committed order, revealed with the verdict.
     from submissions.verification import public_sample
     from submissions.verification.sample import commitment
@@ -505,5 +507,5 @@ def test_rerun_significance_nop_and_command_agents(settings, oracle):
     not_runnable = TrialCheck.objects.get(job=jobs[2], kind=CheckKind.RERUN)
     assert not_runnable.status == "not_runnable" and "mystery" in not_runnable.reason
     assert unknown.status == "consistent" and unknown.coverage["passes_uncovered"] == 1
-    assert "not re-runnable: " in coverage_badge(unknown.coverage)
+    assert "not re-runnable because of the submission: " in coverage_badge(unknown.coverage)
     assert "mystery" in coverage_badge(unknown.coverage)

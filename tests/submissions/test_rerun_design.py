@@ -387,7 +387,7 @@ def test_the_plan_adds_reruns_per_task_to_reach_the_floor_else_keeps_the_base():
     plan = rd.plan(small, base, floor_points=15, floor_power=0.5)
     assert not plan.powered and plan.design == base  # no design on 7 tasks reaches it
     assert plan.sentence().startswith("detects a 15-point inflation")
-    # claims of 0 passes cannot hide anything: nothing to plan
+    # no pass the site graded cannot hide an inflation: nothing for power to be short of
     none = _candidates({f"t{i}": [False] * 3 for i in range(54)})
     plan = rd.plan(none, base, floor_points=15, floor_power=0.5)
-    assert not plan.powered and plan.floor_points == 0
+    assert plan.powered and plan.floor_points == 0 and plan.power == 0.0

@@ -168,10 +168,12 @@ def rerun_statistics(job: VerificationJob, *, with_power: bool = False) -> dict 
     plan, cost = rerun_plan(job, candidates, trials)
     results, sources = pooled_results(job)
     state = design.RerunState(plan.design, candidates, results)
+    # A job that does not re-run (VERIFICATION_CHECKS without it) has no plan to report.
+    configured = CheckKind.RERUN in {**job_config(), **(job.config or {})}["checks"]
     planned = {"power": plan.power, "floor_points": plan.floor_points,
                "floor_power": plan.floor_power, "powered": plan.powered,
                "reruns_per_task": plan.design.reruns_per_task, "cap": plan.cap,
-               "sentence": plan.sentence()}
+               "sentence": plan.sentence()} if configured else None
     if not state.results:
         blocked = [r for r in reruns if r.status == CheckStatus.NOT_RUNNABLE]
         reason = (blocked or reruns)[0].reason if reruns else "re-run not configured"
