@@ -78,9 +78,9 @@ def submission_link(*, submission_id: int, tree: Path) -> list[SubmissionLink]:
 def _link(sub: Submission, trials: list[Trial]) -> list[SubmissionLink]:
     ids = {t.harbor_trial_id for t in trials if t.harbor_trial_id}
     trajectories = {t.trajectory_sha256 for t in trials if t.trajectory_sha256}
-    outputs = {t.outputs_sha256: t.success for t in trials if t.outputs_sha256}
+    outputs = {t.outputs_sha256 for t in trials if t.outputs_sha256}
     match = (Q(harbor_trial_id__in=ids) | Q(trajectory_sha256__in=trajectories)
-             | Q(outputs_sha256__in=list(outputs)))
+             | Q(outputs_sha256__in=outputs))
     rows = (Trial.objects.filter(match).exclude(submission=sub)
             .exclude(submission__status__in=_UNLINKED)
             .filter(submission__created_at__lte=sub.created_at)
@@ -98,14 +98,18 @@ def _link(sub: Submission, trials: list[Trial]) -> list[SubmissionLink]:
     owners = dict(Submission.objects.filter(pk__in=shared).values_list("pk", "owner_id"))
     links = []
     for other, s in sorted(shared.items()):
-        outputs_link = (len(s["outputs"]) >= OUTPUT_SHARE * len(trials)
-                        and any(not outputs[o] for o in s["outputs"]))
-        if not (s["ids"] or s["trajectories"] or outputs_link):
+        # Counted in this submission's trials that share each kind with the other.
+        n_ids = sum(1 for t in trials if t.harbor_trial_id in s["ids"])
+        n_traj = sum(1 for t in trials if t.trajectory_sha256 in s["trajectories"])
+        same_out = [t for t in trials if t.outputs_sha256 in s["outputs"]]
+        outputs_link = (len(same_out) >= OUTPUT_SHARE * len(trials)
+                        and any(not t.success for t in same_out))
+        if not (n_ids or n_traj or outputs_link):
             continue
         link, _ = SubmissionLink.objects.update_or_create(
             submission=sub, linked_id=other, defaults={
-                "shared_trial_ids": len(s["ids"]), "shared_trajectories": len(s["trajectories"]),
-                "shared_outputs": len(s["outputs"]),
+                "shared_trial_ids": n_ids, "shared_trajectories": n_traj,
+                "shared_outputs": len(same_out),
                 "same_owner": sub.owner_id is not None and owners.get(other) == sub.owner_id})
         links.append(link)
     if links:

@@ -678,7 +678,8 @@ class TrialCheck(BaseModel):
 
 class SubmissionLink(BaseModel):
     """``submission`` shares runs with the earlier ``linked``: the same Harbor trial ids, the
-    same trajectories or the same outputs (submissions.linking). Within an account and across
+    same trajectories or the same outputs (submissions.linking), each counted in
+    ``submission``'s trials. Within an account and across
     accounts; maintainers see them, and the re-run evidence of linked submissions of the same
     agent is pooled."""
 
