@@ -103,7 +103,10 @@ def rerun_figures_payload(submission) -> dict:
         "reported_input_tokens": t.input_tokens, "reported_cached_tokens": t.cached_tokens,
         **figures[t.pk].payload()} for t in trials if t.pk in figures]
     return {"min_ratio": settings.VERIFICATION_REPORTED_COST_MIN_RATIO,
+            "max_ratio": settings.VERIFICATION_REPORTED_COST_MAX_RATIO,
             "reported_cost_far_below_rerun": sum(r["reported_cost_far_below_rerun"]
+                                                 for r in rows),
+            "reported_cost_far_above_rerun": sum(r["reported_cost_far_above_rerun"]
                                                  for r in rows),
             "trials": rows}
 

@@ -5,7 +5,8 @@ re-ran a trial itself (a re-run check of the same task and attempt), it knows it
 the re-run's agent took and, for a Harbor re-run, the tokens Harbor recorded for it, priced with
 the dated price table (submissions.pricing) like any computed cost. The status page and the
 status API show both; a reported cost far below the re-run's (under
-settings.VERIFICATION_REPORTED_COST_MIN_RATIO of it) is flagged.
+settings.VERIFICATION_REPORTED_COST_MIN_RATIO of it) or far above it (over
+VERIFICATION_REPORTED_COST_MAX_RATIO times it) is flagged.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class RerunFigures:
     price_table: str | None
     reported_cost_usd: float | None
     min_ratio: float
+    max_ratio: float = float("inf")
 
     @property
     def cost_ratio(self) -> float | None:
@@ -59,6 +61,12 @@ class RerunFigures:
         ratio = self.cost_ratio
         return ratio is not None and ratio < self.min_ratio
 
+    @property
+    def cost_far_above(self) -> bool:
+        """The reported cost is over max_ratio times the re-run's."""
+        ratio = self.cost_ratio
+        return ratio is not None and ratio > self.max_ratio
+
     def payload(self) -> dict:
         return {"check_id": self.check_id, "measured_duration_s": self.duration_s,
                 "measured_input_tokens": self.input_tokens,
@@ -66,7 +74,8 @@ class RerunFigures:
                 "measured_output_tokens": self.output_tokens,
                 "measured_cost_usd": self.cost_usd, "price_table": self.price_table,
                 "reported_to_measured_cost": self.cost_ratio,
-                "reported_cost_far_below_rerun": self.cost_far_below}
+                "reported_cost_far_below_rerun": self.cost_far_below,
+                "reported_cost_far_above_rerun": self.cost_far_above}
 
 
 def figures_of(check, reported_cost_usd) -> RerunFigures:
@@ -83,4 +92,5 @@ def figures_of(check, reported_cost_usd) -> RerunFigures:
         cached_tokens=m.get("cached_tokens"), output_tokens=m.get("output_tokens"),
         cost_usd=m.get("cost_usd"), price_table=m.get("price_table"),
         reported_cost_usd=float(reported_cost_usd) if reported_cost_usd is not None else None,
-        min_ratio=settings.VERIFICATION_REPORTED_COST_MIN_RATIO)
+        min_ratio=settings.VERIFICATION_REPORTED_COST_MIN_RATIO,
+        max_ratio=settings.VERIFICATION_REPORTED_COST_MAX_RATIO)

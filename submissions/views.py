@@ -198,6 +198,7 @@ def show_submission(request: HttpRequest, pk: int) -> HttpResponse:
         "cost_computed": any(t.cost_computed for t in trials),
         "rerun_figures": _with_rerun_figures(submission, trials),
         "cost_min_ratio": settings.VERIFICATION_REPORTED_COST_MIN_RATIO,
+        "cost_max_ratio": settings.VERIFICATION_REPORTED_COST_MAX_RATIO,
         "reason_form": ReasonForm(), "statuses": SubmissionStatus,
         "verification": verification_progress(submission=submission),
         "screen": selectors.screen_findings(submission=submission),

@@ -59,8 +59,6 @@ SLUG = "healthagentbench-synthetic@1.0"
 MODEL = "openai/stub-fails"
 SITE_KEY = "sk-site-only-red-team"
 XRAY = "xray-report-correction/synthetic_01"
-FEW = ["ct-abnormality-classification/synthetic_01", "pathology-tumor-region/synthetic_01",
-       "clinical-trial-matching/synthetic_01"]
 
 
 # ------------------------------------------------------------------------------ the site
@@ -247,13 +245,15 @@ def test_v4_custom_agent_class_named_as_a_stock_harness(site, oracle, tmp_path):
     assert f"not re-runnable because of the submission: custom agent class ({custom})" in badge
 
 
-def test_v5_rerolled_archive_is_linked_and_its_evidence_pooled(site, oracle, tmp_path):
+def test_v5_rerolled_archive_is_linked_and_its_evidence_pooled(site, oracle, tmp_path,
+                                                               settings):
     """A discrepant upload re-rolled by one byte, from another account: linked by its trial
     ids and trajectories, given the same sample, the re-runs already made instead of fresh
     draws, and the discrepancy of the first."""
-    tasks = {t: site[t] for t in FEW}
-    _job(tasks, tmp_path / "run", "reroll", outputs={t: _output(oracle, t) for t in tasks})
+    settings.VERIFICATION_CHECKS = ["rerun"]  # the claims stand as the site's outcomes here
+    _job(site, tmp_path / "run", "reroll", outputs={t: _output(oracle, t) for t in site})
     first = _upload(tmp_path / "run", _meta(), _account("roller"))
+    assert first["status"] == "queued", first.get("problems")
     one = _verify(first["id"])
     assert one.status == "discrepancy"
     reruns = len(_rerun_rows(one))
@@ -262,7 +262,7 @@ def test_v5_rerolled_archive_is_linked_and_its_evidence_pooled(site, oracle, tmp
     assert second["status"] == "queued"
     two = Submission.objects.get(pk=second["id"])
     link = SubmissionLink.objects.get(submission=two, linked=one)
-    assert (link.shared_trial_ids, link.shared_trajectories, link.same_owner) == (9, 9, False)
+    assert (link.shared_trial_ids, link.shared_trajectories, link.same_owner) == (21, 21, False)
     assert two.lineage_id == one.pk and two.archive_sha256 != one.archive_sha256
     assert two.rerun_sample == one.rerun_sample  # no new sample for new bytes
     two = _verify(two.pk)

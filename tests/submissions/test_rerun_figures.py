@@ -188,9 +188,23 @@ def test_status_api_carries_the_measured_figures_and_the_flag(rerun_submission, 
         "measured_cached_tokens": 100_000, "measured_output_tokens": 20_000,
         "measured_cost_usd": RERUN_COST, "price_table": pricing.PRICE_TABLE_DATE,
         "reported_to_measured_cost": pytest.approx(0.1 / RERUN_COST),
-        "reported_cost_far_below_rerun": True}
+        "reported_cost_far_below_rerun": True, "reported_cost_far_above_rerun": False}
     assert (second["attempt"], second["measured_duration_s"], second["measured_cost_usd"],
             second["reported_cost_far_below_rerun"]) == (2, 360.0, None, False)
+
+
+def test_a_reported_cost_far_above_the_reruns_is_flagged_too(rerun_submission, client):
+    """Inflating the reported cost (to shrink a sample sized by it) is flagged like deflating."""
+    from submissions.models import Trial
+
+    sub, t1, _ = rerun_submission
+    Trial.objects.filter(submission=sub, benchmark_task=t1, attempt=1).update(
+        cost_usd=4 * RERUN_COST)  # 4x: over the 3x ratio
+    figures = client.get(f"/api/v1/submissions/{sub.pk}/").json()["rerun_figures"]
+    assert (figures["max_ratio"], figures["reported_cost_far_above_rerun"]) == (3.0, 1)
+    assert figures["trials"][0]["reported_cost_far_above_rerun"]
+    html = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert 'data-testid="cost-far-above"' in html and "over 3.0x the re-run" in html
 
 
 def test_the_factor_is_a_setting(rerun_submission, client, settings):

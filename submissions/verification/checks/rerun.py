@@ -274,13 +274,13 @@ class Rerun(Check):
             tried |= {t.key for t in stage}
             if agent.kind == "harbor":
                 # One `harbor run -k n` per task (Harbor runs its trials -n at a time itself),
-                # the tasks one after the other.
+                # VERIFICATION_PARALLEL_TRIALS tasks at once: a re-run mostly waits on its
+                # containers and the model, so a stage takes the time of its slowest tasks.
                 groups: dict[int, tuple] = {}
                 for task, k in todo:
                     groups.setdefault(task.pk, (task, []))[1].append(k)
-                for group in groups.values():
-                    ctx.guard()
-                    self.check_harbor(ctx, agent, group)
+                ctx.parallel(lambda group: self.check_harbor(ctx, agent, group),
+                             list(groups.values()))
             else:
                 ctx.parallel(lambda item: self.check(ctx, item), todo)
 
