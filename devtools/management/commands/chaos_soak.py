@@ -242,11 +242,12 @@ class Command(BaseCommand):
         # The worker's temporary folder, where its killed processes' work directories stay until
         # the reaper (run here, in this process: it looks in this process's tempdir) removes them.
         self.tmp = root / "tmp"
-        self.tmp.mkdir(parents=True, exist_ok=True)
-        saved_tempdir, tempfile.tempdir = tempfile.tempdir, str(self.tmp)
+        saved_tempdir = tempfile.tempdir
         try:
             pg.start()
             broker.start()
+            self.tmp.mkdir(parents=True, exist_ok=True)
+            tempfile.tempdir = str(self.tmp)  # after the cluster's own mkdtemp (postgres's)
             self._say(f"throwaway PostgreSQL on 127.0.0.1:{pg.port}, Redis on "
                       f"127.0.0.1:{broker.port} (under {root})")
             self._use_db(pg.port)
