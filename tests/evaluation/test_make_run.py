@@ -64,10 +64,11 @@ class Site:
         self.clone, self.port = clone, _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = clone / "make-run.log"
-        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR", "DOCKER_HOST")
-               if k in os.environ}
+        self.env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR", "DOCKER_HOST")
+                    if k in os.environ}
         self.log = self.log_path.open("w+")
-        self.proc = subprocess.Popen(["make", "run", f"PORT={self.port}"], cwd=clone, env=env,
+        self.proc = subprocess.Popen(["make", "run", f"PORT={self.port}"], cwd=clone,
+                                     env=self.env,
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
@@ -98,9 +99,11 @@ class Site:
             return {}
 
     def manage(self, *args: str) -> str:
+        """A command typed by hand beside the site (its .env: DEBUG, SQLite)."""
         done = subprocess.run([str(self.clone / ".venv" / "bin" / "python"), "manage.py", *args],
-                              cwd=self.clone, env={**os.environ, "DEBUG": "1"},
-                              capture_output=True, text=True, timeout=300, check=True)
+                              cwd=self.clone, env=self.env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-3000:])
         return done.stdout
 
     def db(self, sql: str, *params):
