@@ -19,11 +19,20 @@ task, one attempt per task; a full run of the synthetic benchmark is 21 trials),
 --parallel threads with the upload client, each by a staff user's token (no daily quota), then
 followed in the site's database until every one ends or --timeout.
 Figures: docs/testing.md (The broker of make run).
+
+    .venv/bin/python manage.py bench_broker --transport-only [--messages 20000]
+
+--transport-only measures the transport alone, without a site: --producers processes publish
+--messages messages between them to one queue while --consumers processes take them, as fast as
+they can (the race a site hits now and then, hit on purpose). It counts messages lost (sent,
+never read whole), read twice, and reads that raised (a Celery worker stops on one: kombu's
+filesystem transport read an empty file as JSON, celery/kombu#1551).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import tempfile
 import time
@@ -62,6 +71,11 @@ class Command(BaseCommand):
                             help="uploads posted at once")
         parser.add_argument("--timeout", type=float, default=3 * 3600,
                             help="seconds to wait for every verdict")
+        parser.add_argument("--transport-only", action="store_true",
+                            help="the transport alone: producers and consumers, no site")
+        parser.add_argument("--messages", type=int, default=20000)
+        parser.add_argument("--producers", type=int, default=4)
+        parser.add_argument("--consumers", type=int, default=4)
         parser.add_argument("--quiet-after", type=float, default=600,
                             help="give up when nothing ended for this long with nothing "
                                  "being verified (what is left is lost)")
@@ -72,6 +86,8 @@ class Command(BaseCommand):
 
         if not settings.DEBUG:
             raise CommandError("bench_broker measures make run's site (DEBUG=1)")
+        if opts["transport_only"]:
+            return self._transport(opts["messages"], opts["producers"], opts["consumers"])
         user, _ = get_user_model().objects.get_or_create(
             username="bench-broker", defaults={"email": "bench@example.org", "is_staff": True})
         _, token = token_issue(user=user, base="bench-broker")
@@ -174,6 +190,105 @@ class Command(BaseCommand):
             f"  last verdict at {times[-1] if times else 0:.0f} s, median "
             f"{times[len(times) // 2] if times else 0:.0f} s")
 
+    def _transport(self, messages: int, producers: int, consumers: int) -> None:
+        queue = f"bench-broker-{uuid.uuid4().hex[:8]}"
+        per = messages // producers
+        self._say(f"bench_broker --transport-only: {settings.CELERY_BROKER_URL}, "
+                  f"{producers} producers x {per} messages, {consumers} consumers, queue {queue}")
+        ctx = multiprocessing.get_context("fork")
+        done = ctx.Event()
+        results = ctx.Queue()
+        with _connection() as conn:
+            conn.SimpleQueue(queue).close()  # declared once, before anyone reads or writes
+        t0 = time.monotonic()
+        readers = [ctx.Process(target=_consume, args=(queue, done, results))
+                   for _ in range(consumers)]
+        writers = [ctx.Process(target=_produce, args=(queue, n, per, results))
+                   for n in range(producers)]
+        for proc in readers + writers:
+            proc.start()
+        sent, got, publish_errors, read_errors = [], [], [], []
+        for _ in writers:
+            _kind, ids, errs = results.get()
+            sent += ids
+            publish_errors += errs
+        sent_s = time.monotonic() - t0
+        done.set()  # consumers stop once the queue stays empty
+        for _ in readers:
+            _kind, ids, errs = results.get()
+            got += ids
+            read_errors += errs
+        for proc in readers + writers:
+            proc.join()
+        wall = time.monotonic() - t0
+        unique = set(got)
+        self._say(f"  sent {len(sent)} of {producers * per} in {sent_s:.1f} s, read {len(got)} "
+                  f"in {wall:.1f} s\n"
+                  f"  lost messages: {len(set(sent) - unique)}\n"
+                  f"  read twice: {len(got) - len(unique)}\n"
+                  f"  publishes that raised (published again): {len(publish_errors)}\n"
+                  f"  reads that raised (a worker's crash): {len(read_errors)}"
+                  + "".join(f"\n    {e}" for e in sorted(set(publish_errors + read_errors))[:5]))
+
     def _say(self, text: str) -> None:
         self.stdout.write(text)
         self.stdout.flush()
+
+
+def _connection():
+    from config.celery import app
+
+    return app.connection_for_write()
+
+
+def _produce(queue: str, n: int, count: int, results) -> None:
+    """Publish `count` messages; one that raised is published again (the site's reapers do the
+    same for a publish the broker refused). Reports (ids sent, errors)."""
+    sent, errors = [], []
+    try:
+        with _connection() as conn:
+            q = conn.SimpleQueue(queue)
+            for i in range(count):
+                for _ in range(5):
+                    try:
+                        q.put({"id": n * count + i})
+                    except Exception as exc:  # noqa: BLE001 - the transport's own errors
+                        errors.append(f"publish: {type(exc).__name__}: {str(exc)[:100]}")
+                        continue
+                    sent.append(n * count + i)
+                    break
+            q.close()
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"producer: {type(exc).__name__}: {str(exc)[:100]}")
+    finally:
+        results.put(("sent", sent, errors))
+
+
+def _consume(queue: str, done, results) -> None:
+    """Take messages until the producers are done and the queue stayed empty for 3 s.
+    Reports (ids read, errors)."""
+    ids, errors, empty_since = [], [], None
+    try:
+        with _connection() as conn:
+            channel = conn.default_channel
+            while True:
+                try:
+                    message = channel.basic_get(queue, no_ack=True)
+                except Exception as exc:  # noqa: BLE001 - what a worker would die of
+                    errors.append(f"{type(exc).__name__}: {str(exc)[:120]}")
+                    continue
+                if message is None:
+                    empty_since = empty_since or time.monotonic()
+                    if done.is_set() and time.monotonic() - empty_since > 3:
+                        break
+                    time.sleep(0.01)
+                    continue
+                empty_since = None
+                try:
+                    ids.append(message.decode()["id"])
+                except Exception as exc:  # noqa: BLE001 - a message that is not one
+                    errors.append(f"{type(exc).__name__}: {str(exc)[:120]}")
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"consumer: {type(exc).__name__}: {str(exc)[:100]}")
+    finally:
+        results.put(("read", ids, errors))
