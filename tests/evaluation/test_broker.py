@@ -15,9 +15,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_make_runs_broker_loses_nothing_under_racing_producers_and_consumers(tmp_path):
     env = {**os.environ, "DEBUG": "1", "BROKER_SQLITE_FILE": str(tmp_path / "broker.sqlite3")}
     env.pop("CELERY_BROKER_URL", None)
-    done = subprocess.run([sys.executable, "manage.py", "bench_broker", "--transport-only",  # noqa: S603
-                           "--messages", "400", "--producers", "4", "--consumers", "4"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    argv = [sys.executable, "manage.py", "bench_broker", "--transport-only",
+            "--messages", "400", "--producers", "4", "--consumers", "4"]
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True,  # noqa: S603
+                          timeout=600)
     out = done.stdout
     assert done.returncode == 0, (out, done.stderr[-3000:])
     assert "sqla+sqlite:///" in out, out
