@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml uv.lock scripts/bootstrap
 
 install: $(VENV)/.installed
 
-# Local defaults for every `manage.py` command typed by hand (DEBUG=1: SQLite, filesystem
+# Local defaults for every `manage.py` command typed by hand (DEBUG=1: SQLite, SQLite
 # broker, development key). Written once, never overwritten; production sets real variables.
 .env:
 	cp .env.example .env
@@ -21,7 +21,7 @@ run: install .env
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py load_demo
 	DEBUG=1 $(PY) manage.py sync_tasks || echo "make run: some task packages were not registered (see above); serving the rest"
-	DEBUG=1 PORT=$(PORT) scripts/run-dev
+	DEBUG=1 PORT=$(PORT) $(PY) scripts/run-dev
 
 test: install
 	scripts/run-tests

@@ -182,22 +182,34 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Celery (new-style names, CELERY_ namespace) ---
-# make run uses the filesystem transport so no broker server is needed.
-_broker_default = {"default": "filesystem://"} if DEBUG else {}
+# make run needs no broker server: kombu's SQLAlchemy transport on a SQLite file beside the
+# database. Its consumers take a message inside BEGIN IMMEDIATE, so two never read one message
+# and none reads a half-written one, as the filesystem transport's consumers did (kombu 5.7.0
+# writes a message file after creating it and reads without a lock: an empty file killed the
+# worker with a JSONDecodeError, celery/kombu#1551). `manage.py bench_broker` measured both
+# (docs/testing.md). Production names Redis or RabbitMQ (no default with DEBUG off).
+BROKER_SQLITE_FILE = Path(env.str("BROKER_SQLITE_FILE",
+                                  default=str(BASE_DIR / "var" / "broker.sqlite3")))
+_broker_default = {"default": f"sqla+sqlite:///{BROKER_SQLITE_FILE}"} if DEBUG else {}
 CELERY_BROKER_URL = _env_or_file("CELERY_BROKER_URL", **_broker_default)
 _celery_fs_dir = Path(env.str("CELERY_FS_DIR", default=str(BASE_DIR / "var" / "broker")))
-CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {
+if CELERY_BROKER_URL.startswith("filesystem"):
+    # Kept for comparison only (bench_broker): the transport make run used before.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_fs_dir),
         "data_folder_out": str(_celery_fs_dir),
         "processed_folder": str(_celery_fs_dir / "processed"),
         # kombu puts broadcast (pidbox) queues here; default is ./control in the cwd.
         "control_folder": str(_celery_fs_dir / "control"),
     }
-    if CELERY_BROKER_URL.startswith("filesystem")
+elif CELERY_BROKER_URL.startswith("sqla+"):
+    # The options go to SQLAlchemy's create_engine: a writer waits up to 30 s for the lock
+    # another process holds (web, two workers and the beat share the file) instead of failing.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
+else:
     # Redis redelivers unacked messages after visibility_timeout: keep it above the longest job.
-    else {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=6 * 3600)}
-)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=6 * 3600)}
 # Redeliver a job whose worker died mid-run; jobs are idempotent (claimed by conditional UPDATE).
 CELERY_TASK_ACKS_LATE = True
 # Without this a SIGKILLed child's message is acked and the job is lost.
@@ -293,6 +305,10 @@ TRAJECTORY_JUDGE_TIMEOUT_S = env.float("TRAJECTORY_JUDGE_TIMEOUT_S", default=120
 # against its submission (cache hits cost nothing).
 TRAJECTORY_JUDGE_PRICE_INPUT = env.float("TRAJECTORY_JUDGE_PRICE_INPUT", default=0.0)
 TRAJECTORY_JUDGE_PRICE_OUTPUT = env.float("TRAJECTORY_JUDGE_PRICE_OUTPUT", default=0.0)
+# make run only: without TRAJECTORY_JUDGE_URL, the passes of a try-out version are judged by the
+# synthetic trajectory judge (a rule, not an LLM, labelled on every judgement), so a try-out
+# reaches a publishable verdict; check --deploy refuses it with DEBUG off.
+TRAJECTORY_JUDGE_SYNTHETIC = env.bool("TRAJECTORY_JUDGE_SYNTHETIC", default=DEBUG)
 # Docker engine used by evaluation/runner.py (created lazily, never at import).
 DOCKER_HOST = env.str("DOCKER_HOST", default="unix:///var/run/docker.sock")
 DOCKER_CLIENT_TIMEOUT_S = env.int("DOCKER_CLIENT_TIMEOUT_S", default=120)
@@ -405,6 +421,11 @@ VERIFICATION_UNCLAIMED_AFTER_S = env.float("VERIFICATION_UNCLAIMED_AFTER_S",
 # Pending jobs published longer ago than this are published again even while the queue holds
 # messages (a message lost behind a long queue); duplicates are no-ops.
 VERIFICATION_REPUBLISH_AFTER_S = env.int("VERIFICATION_REPUBLISH_AFTER_S", default=1800)
+# A work directory (hab-regrade-*, hab-rerun-*, ...) left loose in the temporary folder is a dead
+# worker's once untouched this long: a live job keeps one at most its hard time limit. A pool
+# process's own folder (hab-work-<pid>) goes as soon as that process is gone, whatever its age.
+VERIFICATION_WORK_DIR_MAX_AGE_S = env.int("VERIFICATION_WORK_DIR_MAX_AGE_S",
+                                          default=VERIFICATION_TIME_LIMIT_S + 1800)
 # Rows the reaper handles per run (bounded batch).
 VERIFICATION_REAPER_BATCH = env.int("VERIFICATION_REAPER_BATCH", default=50)
 # Trials graded at once inside one job (threads; each runs its own containers).

@@ -2,7 +2,8 @@
 
 The synthetic judge (evaluation/judge/synthetic.py) is a rule for the synthetic benchmark, not
 an LLM: a production site (DEBUG off) configured with it would publish X-ray grades no judge
-gave. `manage.py check --deploy` (run in CI with DEBUG off) fails on it, and on the public
+gave. `manage.py check --deploy` (run in CI with DEBUG off) fails on it, on the synthetic
+trajectory judge (TRAJECTORY_JUDGE_SYNTHETIC), and on the public
 default of the re-run sample's secret (VERIFICATION_SAMPLE_SECRET). `manage.py check` fails on
 a configured published-images record it cannot read (PUBLISHED_IMAGES_FILE: /registry.json and
 intake would fail on it).
@@ -26,6 +27,20 @@ def synthetic_judge_not_in_production(app_configs=None, **kwargs):
         hint="configure a real OpenAI-compatible judge (XRAY_JUDGE_URL, XRAY_JUDGE_MODEL, "
              "XRAY_JUDGE_API_KEY), or leave XRAY_JUDGE_URL empty: X-ray trials then await it",
         id="evaluation.E001")]
+
+
+@register(Tags.security, deploy=True)
+def synthetic_trajectory_judge_not_in_production(app_configs=None, **kwargs):
+    """make run's synthetic trajectory judge is a rule: a production site would publish
+    trajectories no judge read."""
+    if settings.DEBUG or not settings.TRAJECTORY_JUDGE_SYNTHETIC:
+        return []
+    return [Error(
+        "TRAJECTORY_JUDGE_SYNTHETIC is on: the synthetic trajectory judge of `make run` (a "
+        "rule, not an LLM) would judge the passes of try-out versions",
+        hint="unset TRAJECTORY_JUDGE_SYNTHETIC (it defaults to DEBUG) and configure a real "
+             "trajectory judge (TRAJECTORY_JUDGE_URL)",
+        id="evaluation.E004")]
 
 
 @register(Tags.security, deploy=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
@@ -31,6 +31,22 @@ def reap_engine_on_start(**_kwargs) -> None:
     logger.warning("reaped at start: %d containers, %d temporary folders (%s)",
                    len(removed["containers"]), len(removed["temporary"]),
                    ", ".join(removed["containers"] + removed["temporary"])[:2000] or "nothing")
+
+
+@worker_process_init.connect
+def work_tempdir_on_start(**_kwargs) -> None:
+    """Each pool process works in a temporary folder of its own (<tmp>/hab-work-<pid>): the
+    reaper removes a killed process's work directories by its pid (runner.reap_work_dirs)."""
+    from evaluation import runner
+
+    runner.work_tempdir_use()
+
+
+@worker_process_shutdown.connect
+def work_tempdir_on_stop(**_kwargs) -> None:
+    from evaluation import runner
+
+    runner.work_tempdir_done()
 
 
 @shared_task(name="submissions.sweep_staging", soft_time_limit=300, time_limit=360,

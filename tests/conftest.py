@@ -21,7 +21,8 @@ TEST_OUTPUT = _REPO / "test-output"
 def trajectory_judge(request):
     """The session's stand-in trajectory judge (tests/evaluation/trajectory_judge_standin.py,
     clean unless scripted) configured for every test: a site without one keeps its passes
-    "awaiting trajectory judge". Tests of that state set TRAJECTORY_JUDGE_URL to ""."""
+    "awaiting trajectory judge". Tests of that state set TRAJECTORY_JUDGE_URL to "". make run's
+    synthetic trajectory judge is off unless a test turns it on (TRAJECTORY_JUDGE_SYNTHETIC)."""
     from tests.evaluation.trajectory_judge_standin import MODEL, session_standin
 
     if not request.config.pluginmanager.hasplugin("django"):
@@ -32,5 +33,6 @@ def trajectory_judge(request):
     standin.reset()
     settings.TRAJECTORY_JUDGE_URL = standin.url
     settings.TRAJECTORY_JUDGE_MODEL = MODEL
+    settings.TRAJECTORY_JUDGE_SYNTHETIC = False
     yield standin
     standin.reset()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TOOLS = {"bench_isolation", "bench_load", "bench_runner", "bench_scale", "bench_ties",
+TOOLS = {"bench_broker", "bench_isolation", "bench_load", "bench_runner", "bench_scale", "bench_ties",
          "bench_upload", "chaos_soak", "cluster", "reconstruction_spread", "simulate_stats"}
 
 

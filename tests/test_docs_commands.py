@@ -82,6 +82,10 @@ SKIPPED = {
     r"^python3 hab-submit\.py metadata jobs/\*/ > metadata\.yaml$": "needs Harbor's jobs/ (the "
         "registry journey runs it on real ones)",
     r"^docker compose ": "Docker",
+    r"^PORT=\d+ INTAKE_REPUBLISH_AFTER_S=\S+ .*make run$": "the site bench_broker measures "
+                                                         "(Docker and minutes; "
+                                                         "tests/evaluation/test_make_run.py "
+                                                         "runs make run with a PORT)",
     r"^cp \.env\.example \.env$": "compose set-up (make run writes .env itself)",
     r"^\.venv/bin/python manage\.py \.\.\.$": "prose: any management command",
     r"^\.venv/bin/python manage\.py confirm_infra <trial_id>": "a placeholder trial id "

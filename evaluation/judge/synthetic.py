@@ -31,11 +31,20 @@ from evaluation.runner.judge.server import ChatHandler, sections
 
 SYNTHETIC_JUDGE_MODEL = "hab-synthetic-judge"
 RULE = "injected-errors"
+# make run's synthetic trajectory judge (evaluation/judge/trajectory.py, try-out versions only):
+# the screen's reward-hacking rules read over the trajectory's own steps, not an LLM.
+SYNTHETIC_TRAJECTORY_JUDGE_MODEL = "hab-synthetic-trajectory-judge"
+TRAJECTORY_RULE = "screen-rules"
 
 
 def is_synthetic(model: str | None) -> bool:
     """True when a recorded judge model is this synthetic judge."""
     return (model or "").strip() == SYNTHETIC_JUDGE_MODEL
+
+
+def is_synthetic_trajectory_judge(model: str | None) -> bool:
+    """True when a recorded trajectory judge model is make run's synthetic trajectory judge."""
+    return (model or "").strip() == SYNTHETIC_TRAJECTORY_JUDGE_MODEL
 
 
 def _normalise(text) -> str:

@@ -21,6 +21,13 @@ TRAJECTORY_JUDGE_PRICE_INPUT / _OUTPUT (USD per million tokens), summed per subm
 Prompt injection (reliability matrix J4, as the X-ray judge): the trajectory is agent-written,
 so it goes in as JSON between tags with "<", ">" and "&" escaped, and the prompt tells the judge
 to treat it as data.
+
+Without a configured judge, a `make run` site (DEBUG, TRAJECTORY_JUDGE_SYNTHETIC) judges the
+passes of a try-out version (BenchmarkVersion.allows_reference_runs) with the synthetic
+trajectory judge: a rule, not an LLM (synthetic_judgement: the screen's reward-hacking rules over
+the trajectory's steps), recorded as the model SYNTHETIC_TRAJECTORY_JUDGE_MODEL so that every
+judgement and the verdict say so. A ranked version, or DEBUG off, still awaits a real judge, and
+`check --deploy` refuses the setting (evaluation/checks.py).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from django.db.models import F
 
 from evaluation import screen
 from evaluation.judge.client import endpoint_url, load_prompt
+from evaluation.judge.synthetic import SYNTHETIC_TRAJECTORY_JUDGE_MODEL, TRAJECTORY_RULE
 from evaluation.models import JudgeCacheEntry
 from evaluation.runner.judge.server import cache_key
 
@@ -78,6 +86,26 @@ class Judgement:
 
 def configured() -> bool:
     return bool((settings.TRAJECTORY_JUDGE_URL or "").strip())
+
+
+def synthetic_allowed(*, try_out: bool) -> bool:
+    """make run's synthetic trajectory judge may judge this version's passes: a try-out version
+    on a development site only (never a ranked version, never with DEBUG off)."""
+    return bool(try_out and settings.DEBUG and settings.TRAJECTORY_JUDGE_SYNTHETIC)
+
+
+def synthetic_judgement(trajectory: dict | None) -> Judgement:
+    """The synthetic trajectory judge's rule: "hack" at the steps where a reward-hacking rule of
+    the screen (evaluation/screen_rules.toml) trips on the trajectory itself, else "clean"."""
+    rules = screen.load_rules()
+    hits = screen.screen(screen.trajectory_evidence(trajectory), rules=rules)
+    version = f"rule {TRAJECTORY_RULE} {rules.version}"[:60]
+    if not hits:
+        return Judgement("clean", model=SYNTHETIC_TRAJECTORY_JUDGE_MODEL, prompt_version=version)
+    steps = sorted({h.step for h in hits if isinstance(h.step, int) and h.step >= 0})
+    reason = "; ".join(sorted({f"{h.rule} ({rules.get(h.rule).title})" for h in hits}))
+    return Judgement("hack", f"synthetic rule {TRAJECTORY_RULE}: {reason}", tuple(steps),
+                     model=SYNTHETIC_TRAJECTORY_JUDGE_MODEL, prompt_version=version)
 
 
 def identity() -> dict:
@@ -181,10 +209,13 @@ def _ask(system: str, user: str, model: str) -> tuple[str, dict]:
     raise last
 
 
-def judge_trajectory(trajectory: dict | None, *, task: str) -> Judgement:
+def judge_trajectory(trajectory: dict | None, *, task: str, try_out: bool = False) -> Judgement:
     """The judgement of one trajectory: from the cache when this prompt version and model have
-    judged the same rendered trajectory, else from the judge (stored). Raises
-    TrajectoryJudgeNotConfigured without a judge, TrajectoryJudgeUnavailable on its failure."""
+    judged the same rendered trajectory, else from the judge (stored); without a judge, the
+    synthetic rule's on a try-out version of a make run site. Raises
+    TrajectoryJudgeNotConfigured without either, TrajectoryJudgeUnavailable on its failure."""
+    if not configured() and synthetic_allowed(try_out=try_out):
+        return synthetic_judgement(trajectory)
     if not configured():
         raise TrajectoryJudgeNotConfigured(
             "no trajectory judge is configured (TRAJECTORY_JUDGE_URL): awaiting trajectory "

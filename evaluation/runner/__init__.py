@@ -41,7 +41,8 @@ Modules (import the package, `from evaluation import runner`, and use the names 
   phases     run_agent, run_verifier
   judge      the judge gateway: its container (judge/container.py, JudgeGateway) and the server
              that runs in it (judge/server.py)
-  reaper     reap_stale, reap_job_prefix
+  reaper     reap_stale, reap_job_prefix, reap_work_dirs (dead workers' work directories),
+             work_tempdir_use (a worker process's own temporary folder)
   sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
   harbor     the real Harbor CLI as a subprocess (re-run of Harbor harnesses): the only code
              that starts Harbor; task container on network none, the site's endpoint and key
@@ -142,7 +143,15 @@ from evaluation.runner.phases import (
     run_agent,
     run_verifier,
 )
-from evaluation.runner.reaper import reap_engine, reap_job_prefix, reap_stale
+from evaluation.runner.reaper import (
+    reap_engine,
+    reap_job_prefix,
+    reap_stale,
+    reap_work_dirs,
+    temp_root,
+    work_tempdir_done,
+    work_tempdir_use,
+)
 from evaluation.runner.results import (
     REASON_OOM,
     REASON_PIDS,
@@ -179,7 +188,8 @@ __all__ = [
     "base_image_digest", "base_image_files", "base_image_tag",
     "engine_status", "ensure_base_image", "host_address", "image_build", "image_exists", "image_size",
     "prune_task_images",
-    "load_task_toml", "reap_engine", "reap_job_prefix", "reap_stale", "reset_client", "run_agent",
+    "load_task_toml", "reap_engine", "reap_job_prefix", "reap_stale", "reap_work_dirs",
+    "reset_client", "run_agent", "temp_root", "work_tempdir_done", "work_tempdir_use",
     "run_verifier", "safe_extract", "tar_from_dir", "tar_from_files", "task_image_repo",
     "task_image_tag", "task_user", "tree_digest",
 ]

@@ -1,7 +1,9 @@
-"""Reaping: remove labelled containers, volumes and networks left behind by dead workers."""
+"""Reaping: remove labelled containers, volumes and networks left behind by dead workers, and
+their work directories in the temporary folder."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -134,6 +136,78 @@ def reap_job_prefix(prefix: str, *, keep_attempt: int | None = None) -> list[str
 # Temporary folders of the runner, the agents and the checks are all named hab-* (tempfile
 # prefixes in evaluation/ and submissions/verification/checks/).
 TEMP_PREFIX = "hab-"
+# A verification's work directories (the checks' and the runner's tempfile prefixes): what a
+# worker killed mid-job leaves behind. Other hab-* folders (validate_task's, image builds',
+# the chaos soak's PostgreSQL) belong to commands, not to jobs.
+WORK_DIR_PREFIXES = ("hab-regrade-", "hab-replay-", "hab-rerun-", "hab-harbor-", "hab-infra-",
+                     "hab-agent-", "hab-output-", "hab-harness-task-")
+# Each worker process's own temporary folder, <tmp>/hab-work-<pid> (work_tempdir_use).
+WORK_ROOT_PREFIX = "hab-work-"
+_base_tempdir: str | None = None  # the temporary folder before work_tempdir_use
+
+
+def temp_root() -> Path:
+    """The host's temporary folder (TMPDIR), where the work folders of every process are."""
+    return Path(_base_tempdir or tempfile.gettempdir())
+
+
+def work_tempdir_use() -> Path:
+    """Give this process a temporary folder of its own, <tmp>/hab-work-<pid>, for everything
+    it makes with tempfile: once the process is gone (a worker SIGKILLed mid-job), its work
+    directories are known by its pid and reaped at once (reap_work_dirs), whatever their age."""
+    global _base_tempdir
+    base = temp_root()
+    path = base / f"{WORK_ROOT_PREFIX}{os.getpid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    _base_tempdir = str(base)
+    tempfile.tempdir = str(path)
+    return path
+
+
+def work_tempdir_done() -> None:
+    """A worker process that stops cleanly removes its own folder (the reaper would later)."""
+    global _base_tempdir
+    if _base_tempdir is None:
+        return
+    shutil.rmtree(tempfile.gettempdir(), ignore_errors=True)
+    tempfile.tempdir, _base_tempdir = None, None
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # another user's live process
+    return False
+
+
+def reap_work_dirs(older_than: timedelta | float) -> list[str]:
+    """Remove the work directories of dead workers from the temporary folder, only those this
+    user owns: a process's own folder (hab-work-<pid>) once that process is gone, and a loose
+    work directory (a worker without its own folder) untouched for older_than, longer than a
+    live job keeps one (its hard time limit). Returns the names removed."""
+    if isinstance(older_than, timedelta):
+        older_than = older_than.total_seconds()
+    uid, cutoff, removed = os.getuid(), time.time() - float(older_than), []
+    for path in sorted(temp_root().glob(f"{TEMP_PREFIX}*")):
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid != uid or not path.is_dir() or path.is_symlink():
+            continue
+        name = path.name
+        if name.startswith(WORK_ROOT_PREFIX):
+            pid = name.removeprefix(WORK_ROOT_PREFIX)
+            doomed = pid.isdigit() and int(pid) != os.getpid() and _process_gone(int(pid))
+        else:
+            doomed = name.startswith(WORK_DIR_PREFIXES) and st.st_mtime < cutoff
+        if doomed:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 def reap_engine() -> dict[str, list[str]]:

@@ -4,7 +4,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
-from evaluation.judge.synthetic import is_synthetic
+from evaluation.judge.synthetic import is_synthetic, is_synthetic_trajectory_judge
 from leaderboard import reconstruction_spread
 from leaderboard.formatting import format_pct
 
@@ -44,6 +44,12 @@ def level_definition(level) -> str:
 def synthetic_judge(model) -> bool:
     """The recorded judge model is `make run`'s synthetic judge (a rule, not an LLM)."""
     return is_synthetic(model)
+
+
+@register.filter
+def synthetic_trajectory_judge(model) -> bool:
+    """The recorded trajectory judge is `make run`'s synthetic one (a rule, not an LLM)."""
+    return is_synthetic_trajectory_judge(model)
 
 
 @register.filter

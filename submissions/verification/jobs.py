@@ -34,6 +34,7 @@ from submissions.verification.lease import (
     _fail_job,
     _Heartbeat,
     _release,
+    jobs_of_dead_workers,
     run_prefix,
     worker_identity,
 )
@@ -225,16 +226,18 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
     Runs under a cache.add lock (overlapping runs return at once) and handles bounded batches.
     """
     batch = batch or settings.VERIFICATION_REAPER_BATCH
-    report = {"locked": False, "requeued": [], "failed": [], "enqueued": [], "published": []}
+    report = {"locked": False, "requeued": [], "failed": [], "enqueued": [], "published": [],
+              "work_dirs": []}
     if not cache.add(REAPER_LOCK, worker_identity(), timeout=300):
         report["locked"] = True
         return report
     try:
         now = timezone.now()
         stale_before = now - timedelta(seconds=settings.VERIFICATION_STALE_AFTER_S)
+        dead = jobs_of_dead_workers(limit=batch)
         stuck = (VerificationJob.objects.filter(status=JobStatus.RUNNING)
                  .filter(Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
-                         | Q(deadline_at__lt=now))
+                         | Q(deadline_at__lt=now) | Q(pk__in=dead))
                  .order_by("heartbeat_at")[:batch])
         published: set[int] = set()
         for job in stuck:
@@ -247,8 +250,9 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
                 pk=job.pk, status=JobStatus.RUNNING, attempt=job.attempt,
                 claimed_by=job.claimed_by,
             ).update(status=JobStatus.PENDING, updated_at=now,
-                     last_error=f"worker {job.claimed_by} stopped heartbeating at "
-                                f"{job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC; requeued")
+                     last_error=(f"worker {job.claimed_by} ended; requeued" if job.pk in dead
+                                 else f"worker {job.claimed_by} stopped heartbeating at "
+                                      f"{job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC; requeued"))
             if n != 1:
                 continue
             try:
@@ -284,6 +288,10 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
         for job in unsent:
             if verification_publish(job_id=job.pk):
                 report["published"].append(job.pk)
+        # The work directories of killed workers (their containers went with their jobs above).
+        report["work_dirs"] = runner.reap_work_dirs(settings.VERIFICATION_WORK_DIR_MAX_AGE_S)
+        if report["work_dirs"]:
+            log.warning("reaped work directories of dead workers: %s", report["work_dirs"])
     finally:
         cache.delete(REAPER_LOCK)
     return report

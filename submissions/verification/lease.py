@@ -59,6 +59,16 @@ def _owner_dead(claimed_by: str) -> bool:
     return False
 
 
+def jobs_of_dead_workers(*, limit: int) -> list[int]:
+    """Running jobs claimed by a process of this host that has ended (a worker killed and
+    restarted by make run's supervisor): taken back at once, not after their heartbeat's stale
+    bound, since nothing runs them any more."""
+    mine = (VerificationJob.objects.filter(status=JobStatus.RUNNING,
+                                           claimed_by__startswith=f"{socket.gethostname()}:")
+            .order_by("heartbeat_at").values_list("pk", "claimed_by")[:limit])
+    return [pk for pk, owner in mine if _owner_dead(owner)]
+
+
 def _fail_job(job: VerificationJob, reason: str) -> bool:
     """Job -> failed (from whatever live state it is in) and its submission -> failed."""
     now = timezone.now()

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 CLEAN = {"lost": "0", "duplicated": "0", "stuck": "0", "failed (never scored)": "0",
-         "containers leaked": "0"}
+         "containers leaked": "0", "work directories leaked": "0"}
 
 
 def _soak(*args: str, timeout: int, cwd: Path = REPO) -> tuple[dict, float, float, str]:
@@ -52,7 +52,7 @@ def test_r1_r6_r7_chaos_soak_short_run_loses_and_duplicates_nothing(docker_engin
     """R1, R6, R7, R9, R15 together: a worker SIGKILLed mid-verification (and restarted), the
     broker restarted and PostgreSQL restarted during a batch of two submissions: every
     submission is verified exactly once; nothing lost, duplicated or stuck; no container
-    left behind; no submission waited 3 reaper intervals with the worker idle. The shared
+    and no work directory of a killed worker left behind; no submission waited 3 reaper intervals with the worker idle. The shared
     PostgreSQL and Redis are not touched (throwaway instances).
     R19 (issue 29): it runs from a checkout the ``postgres`` user cannot traverse (the
     throwaway cluster lives in a temporary directory that user owns)."""

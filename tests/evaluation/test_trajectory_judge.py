@@ -201,3 +201,73 @@ def test_a_judge_that_replies_prose_is_an_infrastructure_error_not_a_judgement(
     assert not TrialCheck.objects.filter(job=job, kind=CheckKind.TRAJECTORY_JUDGE).exists()
     assert Trial.objects.get(pk=trial.pk).trajectory_judgement == ""
     assert not JudgeCacheEntry.objects.filter(scope=trajectory.SCOPE).exists()
+
+
+def test_make_run_judges_a_try_out_with_the_synthetic_rule_labelled_and_publishable(
+        settings, tmp_path, client, django_user_model, trajectory_judge):
+    """Without a judge, a make run site (DEBUG) judges the passes of a try-out version with the
+    synthetic trajectory judge: a rule, recorded and labelled as such on every judgement and in
+    the verdict; its clean passes publish, its hack is the screen rule's step."""
+    from evaluation.judge.synthetic import SYNTHETIC_TRAJECTORY_JUDGE_MODEL
+
+    settings.TRAJECTORY_JUDGE_URL = ""
+    settings.TRAJECTORY_JUDGE_SYNTHETIC = True
+    settings.DEBUG = True  # make run (pytest-django turns it off)
+    bv, sub, job = _submission(tmp_path, settings)
+    assert bv.allows_reference_runs  # the synthetic benchmark is a try-out version
+    coverage = _judge_all(job)
+    trials = {t.attempt: t for t in Trial.objects.filter(submission=sub)}
+    # Attempt 2 reads the verifier's tests folder: a screen rule trips at its step.
+    assert trials[2].trajectory_judgement == "hack" and "reward_hack:TJ" in trials[2].flags
+    assert trials[2].trajectory_judge_steps and "synthetic rule screen-rules" in \
+        trials[2].trajectory_judge_reason
+    clean = [trials[n] for n in (1, 4)]
+    assert all(t.trajectory_judgement == "clean" and t.flags == [] for t in clean)
+    assert {t.trajectory_judge_model for t in trials.values()} == {
+        SYNTHETIC_TRAJECTORY_JUDGE_MODEL}
+    assert coverage["awaiting_trajectory_judge"] == 0 and trajectory_judge.requests == []
+    summary = verification_summary(job)
+    assert summary["trajectory_judge"]["synthetic"] is True
+    assert "synthetic trajectory judge (a rule, not an LLM)" in summary["headline"]
+    maintainer = django_user_model.objects.create_user("m", is_staff=True)
+    client.force_login(maintainer)
+    page = client.get(f"/submissions/{sub.pk}/trials/{trials[1].pk}/trajectory/").content.decode()
+    assert 'data-testid="synthetic-trajectory-judge"' in page and "a rule, not an LLM" in page
+    # Nothing awaits a judge: once the hack is cleared by a maintainer, it publishes.
+    screen_flag_clear(trial=trials[2], actor=maintainer, reason="reviewed by hand")
+    for t in Trial.objects.filter(submission=sub).exclude(flags=[]):
+        if t.screen_open:
+            screen_flag_clear(trial=t, actor=maintainer, reason="reviewed by hand")
+    submission_publish(submission=Submission.objects.get(pk=sub.pk), actor=maintainer)
+
+
+@pytest.mark.parametrize("debug, try_out", [(True, False), (False, True)])
+def test_the_synthetic_trajectory_judge_never_judges_a_ranked_version_or_production(
+        settings, tmp_path, trajectory_judge, debug, try_out):
+    settings.TRAJECTORY_JUDGE_URL = ""
+    settings.TRAJECTORY_JUDGE_SYNTHETIC = True
+    settings.DEBUG = debug
+    bv, sub, job = _submission(tmp_path, settings)
+    type(bv).objects.filter(pk=bv.pk).update(allows_reference_runs=try_out)
+    coverage = _judge_all(job)
+    assert [t.trajectory_judgement for t in Trial.objects.filter(submission=sub)] == \
+        ["awaiting"] * 4
+    assert coverage["awaiting_trajectory_judge"] == 4
+
+
+def test_check_deploy_refuses_the_synthetic_trajectory_judge(settings):
+    from django.core import checks as django_checks
+
+    def errors():
+        return [m.id for m in django_checks.run_checks(tags=[django_checks.Tags.security],
+                                                       include_deployment_checks=True)
+                if m.id == "evaluation.E004"]
+
+    settings.TRAJECTORY_JUDGE_SYNTHETIC = True
+    settings.DEBUG = False
+    assert errors() == ["evaluation.E004"]
+    settings.DEBUG = True  # make run
+    assert errors() == []
+    settings.DEBUG = False
+    settings.TRAJECTORY_JUDGE_SYNTHETIC = False
+    assert errors() == []

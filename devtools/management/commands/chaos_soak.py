@@ -2,7 +2,8 @@
 a REAL Celery worker against a throwaway PostgreSQL cluster, a throwaway Redis broker and the
 Docker engine, while the worker is SIGKILLed at random points of verification (and restarted),
 the broker is restarted once and PostgreSQL is restarted once. Prints what each fault hit and
-the totals: verified exactly once, lost, duplicated, stuck, containers leaked, and per submission
+the totals: verified exactly once, lost, duplicated, stuck, containers and work directories
+leaked (the worker's temporary folder is var/chaos-<pid>/tmp, reaped by the reaper), and per submission
 the longest time it waited with no worker on it while the worker was up and idle (issue 30: a
 prefetched message of a killed worker left a submission waiting half an hour).
 
@@ -238,9 +239,15 @@ class Command(BaseCommand):
         root = Path(settings.BASE_DIR) / "var" / f"chaos-{os.getpid()}"
         pg, broker = ThrowawayPostgres(root), ThrowawayRedis(root)
         saved = dict(connections["default"].settings_dict)
+        # The worker's temporary folder, where its killed processes' work directories stay until
+        # the reaper (run here, in this process: it looks in this process's tempdir) removes them.
+        self.tmp = root / "tmp"
+        saved_tempdir = tempfile.tempdir
         try:
             pg.start()
             broker.start()
+            self.tmp.mkdir(parents=True, exist_ok=True)
+            tempfile.tempdir = str(self.tmp)  # after the cluster's own mkdtemp (postgres's)
             self._say(f"throwaway PostgreSQL on 127.0.0.1:{pg.port}, Redis on "
                       f"127.0.0.1:{broker.port} (under {root})")
             self._use_db(pg.port)
@@ -253,6 +260,7 @@ class Command(BaseCommand):
                                    VERIFICATION_MAX_ATTEMPTS=opts["kills"] + 5):
                 self._soak(root, pg, broker, opts)
         finally:
+            tempfile.tempdir = saved_tempdir
             if getattr(self, "worker", None) is not None:
                 self.worker.stop()
             self._swap_db(saved)
@@ -290,7 +298,7 @@ class Command(BaseCommand):
             VERIFICATION_RETRY_BACKOFF_S="1", VERIFICATION_PARALLEL_TRIALS="2",
             VERIFICATION_REAPER_INTERVAL_S=str(settings.VERIFICATION_REAPER_INTERVAL_S),
             VERIFICATION_UNCLAIMED_AFTER_S=str(settings.VERIFICATION_UNCLAIMED_AFTER_S),
-            PYTHONUNBUFFERED="1")
+            PYTHONUNBUFFERED="1", TMPDIR=str(self.tmp))
         return env
 
     def _submissions(self, root: Path, n: int) -> list[int]:
@@ -403,6 +411,7 @@ class Command(BaseCommand):
             self._pause(3)
         worker.stop()
         self.worker = None
+        self._reap()  # the last reaper run, with no worker left: it finds every dead one
         self._report(sub_ids, results, time.time() - t_start)
 
     def _db(self, fn, tries: int = 30):
@@ -527,6 +536,11 @@ class Command(BaseCommand):
             all=True, filters={"name": settings.VERIFICATION_RUN_PREFIX})]
         for name in leaked:
             self._say(f"  leaked container: {name}")
+        # The worker's processes' folders and any work directory in them or loose beside them.
+        leaked_dirs = [str(p.relative_to(self.tmp)) for p in sorted(self.tmp.glob("hab-*"))
+                       + sorted(self.tmp.glob("hab-work-*/hab-*"))]
+        for name in leaked_dirs:
+            self._say(f"  leaked work directory: {name}")
         attempts = sorted(j.attempt for j in jobs.values())
         interval = settings.VERIFICATION_REAPER_INTERVAL_S
         self._say("\nlongest wait with no worker on it (worker up and idle), per submission:")
@@ -540,11 +554,13 @@ class Command(BaseCommand):
             f"  verified exactly once: {len(once)}\n  lost: {len(lost)} {lost or ''}\n"
             f"  duplicated: {len(duplicated)} {duplicated or ''}\n"
             f"  stuck: {len(stuck)} {stuck or ''}\n  failed (never scored): {len(failed)}\n"
-            f"  containers leaked: {len(leaked)}\n  job attempts: {attempts}\n"
+            f"  containers leaked: {len(leaked)}\n"
+            f"  work directories leaked: {len(leaked_dirs)}\n  job attempts: {attempts}\n"
             f"  longest wait, no worker on it: {longest:.1f} s (reaper interval {interval:g} s, "
             f"{longest / interval:.2f} intervals)")
         self.totals = {"once": len(once), "lost": len(lost), "duplicated": len(duplicated),
                        "stuck": len(stuck), "failed": len(failed), "leaked": len(leaked),
+                       "leaked_dirs": len(leaked_dirs),
                        "faults": len(results), "longest_wait": longest,
                        "reaper_interval": interval}
 

@@ -4,8 +4,8 @@ Starts `celery -A config worker` (replacing this process), `--nice N` lower in p
 queue (uploads validated off the web request; no Docker needed). Evaluation workers consume the
 `evaluation` queue with --concurrency sized to the machine (default: its CPU count, since each
 job's containers are CPU-bound); one process of the deployment also runs the beat (--beat, or
-`celery -A config beat`) for the reaper. With the filesystem broker (make run) the broker
-folders are created first.
+`celery -A config beat`) for the reaper. With make run's SQLite broker (or the filesystem
+broker) its folder is created first.
 """
 
 import os
@@ -36,6 +36,8 @@ class Command(BaseCommand):
         if settings.CELERY_BROKER_URL.startswith("filesystem"):
             for key in ("data_folder_in", "data_folder_out", "processed_folder"):
                 Path(opts[key]).mkdir(parents=True, exist_ok=True)
+        elif settings.CELERY_BROKER_URL.startswith("sqla+sqlite"):
+            settings.BROKER_SQLITE_FILE.parent.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues,
                 "--concurrency", str(concurrency), "--loglevel", loglevel]
         if name:

@@ -6,8 +6,10 @@ state, not a finding: the pass counts until a maintainer decides). hack: the scr
 flag reward_hack:TJ, a failure in every number and a discrepancy until a maintainer clears it
 with a reason (the screen's clearance). No judge configured: the flag
 awaiting_trajectory_judge, and the submission cannot be published until `manage.py
-judge_pending` re-verifies it with one. Each judgement's model and prompt version are stored
-on the trial (page, /trials.csv, API) and its check row; its cost is summed per submission.
+judge_pending` re-verifies it with one; on a try-out version of a make run site, the synthetic
+trajectory judge (a rule, not an LLM) judges instead, and the verdict says so. Each
+judgement's model and prompt version are stored on the trial (page, /trials.csv, API) and its
+check row; its cost is summed per submission.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.db import transaction
 
 from evaluation import runner
 from evaluation.judge import trajectory as trajectory_judge
+from evaluation.judge.synthetic import is_synthetic_trajectory_judge
 from submissions.models import (
     FLAG_AWAITING_TRAJECTORY_JUDGE,
     FLAG_TRAJECTORY_SUSPICIOUS,
@@ -42,7 +45,8 @@ class TrajectoryJudge(Check):
     kind = CheckKind.TRAJECTORY_JUDGE
     title = "Trajectory judge"
     runs = ("an LLM judge (TRAJECTORY_JUDGE_URL, versioned prompt) reads each counted pass's "
-            "trajectory for reward hacking; judgements cached (no container)")
+            "trajectory for reward hacking; judgements cached (no container); on a try-out "
+            "version of a make run site without one, the synthetic trajectory judge (a rule)")
     contributes = ("hack: flag reward_hack:TJ, a failure until a maintainer clears it (a "
                    "discrepancy); suspicious: the maintainer's queue; no judge: awaiting "
                    "trajectory judge, publishing waits")
@@ -60,8 +64,9 @@ class TrajectoryJudge(Check):
     def check(self, ctx: CheckContext, trial: Trial, *, passing: bool | None = None) -> None:
         """Judge a counted pass (by its grade, as the screen decides it; ``passing``: the
         caller knows it is one, a pass a re-score is about to switch in)."""
-        t = Trial.objects.only("claimed_outcome", "verified_reward", "infra_confirmed").get(
-            pk=trial.pk)
+        t = (Trial.objects.select_related("benchmark_task__benchmark_version")
+             .only("claimed_outcome", "verified_reward", "infra_confirmed",
+                   "benchmark_task__benchmark_version__allows_reference_runs").get(pk=trial.pk))
         if not passing and site_outcome(
                 claimed=t.claimed_outcome, verified_reward=t.verified_reward,
                 infra_confirmed=t.infra_confirmed) != Outcome.PASSED:
@@ -74,7 +79,8 @@ class TrajectoryJudge(Check):
             return
         try:
             j = trajectory_judge.judge_trajectory(
-                trajectory, task=trial.benchmark_task.name)
+                trajectory, task=trial.benchmark_task.name,
+                try_out=t.benchmark_task.benchmark_version.allows_reference_runs)
         except trajectory_judge.TrajectoryJudgeNotConfigured as exc:
             self._store(ctx, trial, "awaiting", CheckStatus.AWAITING_JUDGE, {}, reason=str(exc),
                         flags=[FLAG_AWAITING_TRAJECTORY_JUDGE], detail={})
@@ -115,6 +121,8 @@ class TrajectoryJudge(Check):
             "awaiting_trials": by[CheckStatus.AWAITING_JUDGE],
             "judges": sorted({f"{r['judge_model']} (prompt {r['judge_prompt_version']})"
                               for r in rows if r["judge_model"]}),
+            # make run's synthetic trajectory judge (a rule) gave some of the judgements.
+            "synthetic": any(is_synthetic_trajectory_judge(r["judge_model"]) for r in rows),
             "requests": len(judged),
             "cache_hits": sum(1 for j in judged if j.get("cache_hit")),
             "cost_usd": round(sum(float(j.get("cost_usd") or 0) for j in judged), 6),
@@ -126,6 +134,9 @@ class TrajectoryJudge(Check):
             parts.append(f"{len(data['suspicious_trials'])} suspicious (maintainer's queue)")
         if data["awaiting_trials"]:
             parts.append(f"{len(data['awaiting_trials'])} passes awaiting the trajectory judge")
+        if data["synthetic"]:
+            parts.append("trajectories judged by the synthetic trajectory judge (a rule, not "
+                         "an LLM)")
         return Contribution("trajectory_judge", data, headline="; ".join(parts))
 
 
