@@ -24,6 +24,7 @@ Pure numpy/scipy, no database, seeded: the same seed gives the same table.
 from __future__ import annotations
 
 import csv
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from scipy import optimize
 from scipy.special import expit
 
 from leaderboard import stats
+from leaderboard.formatting import format_pct as _pct  # the methods page's rounding
 from leaderboard.simulation_results import (  # noqa: F401 - the committed tables' vocabulary
     ATTEMPTS,
     BOARD_SPLIT_SCENARIO,
@@ -46,6 +48,8 @@ from leaderboard.simulation_results import (  # noqa: F401 - the committed table
     RERUN_CSV_PATH,
     RERUN_RATES,
     RERUN_SITE,
+    RERUN_STATUS_CONSISTENT,
+    RERUN_STATUS_INCONCLUSIVE,
     RERUN_TASKS,
     TIE_BEFORE,
     TIE_SITE,
@@ -53,7 +57,7 @@ from leaderboard.simulation_results import (  # noqa: F401 - the committed table
     rerun_table,
 )
 from leaderboard.simulation_results import power_scenario as _power_scenario
-from submissions.verification.design import TASK_SD, Design, inflate
+from submissions.verification.design import TASK_SD, Design, inflate, inflate_spread
 from submissions.verification.design import simulate as simulate_design
 
 TRUE_RATES = (0.05, 0.10, 0.20, 0.30, 0.40, 0.50, 0.60)
@@ -400,52 +404,89 @@ def format_table(rows: list[Row]) -> str:
 
 RERUN_SHAPE = Shape((("all", RERUN_TASKS, 0.0),), task_sd=TASK_SD, interaction_sd=0.0)
 RERUN_INFLATIONS = (0.05, 0.10, 0.15, 0.20)
+# How each of the run's status codes (submissions.verification.design.Run.status) is tallied.
+_STATUS_METRICS = ((RERUN_STATUS_INCONCLUSIVE, 0), (RERUN_STATUS_CONSISTENT, 1))
 
 
 def rerun_designs(site) -> dict:
     """The designs the table compares: the site's (from settings), McNemar with the same caps,
-    and what more re-runs buy: one re-run of every task, two re-runs per task (sequential)."""
+    and what more re-runs buy: one re-run of every task, two re-runs per task (sequential).
+    Each ends its last look as the site's does (``accept_z``), so their inconclusive shares
+    compare."""
     n_tasks = RERUN_SHAPE.n_tasks
     return {
         RERUN_SITE: site,
         "McNemar (each re-run against its own claim), same caps": replace(site,
                                                                           stratum="trial"),
         f"one re-run of every task ({n_tasks} trials, one look)": Design(
-            first=n_tasks, step=n_tasks, max_trials=n_tasks, alpha=site.alpha),
+            first=n_tasks, step=n_tasks, max_trials=n_tasks, alpha=site.alpha,
+            accept_z=site.accept_z),
         f"two re-runs per task, sequential (cap {2 * n_tasks} trials)": replace(
             site, first=n_tasks // 2, step=n_tasks // 6, max_trials=2 * n_tasks,
             reruns_per_task=2, max_cost_usd=None),
     }
 
 
+def rerun_scenarios(inflations=RERUN_INFLATIONS) -> list[str]:
+    """The table's scenarios in order: honest, then per inflation the fakes on random failed
+    trials and the fakes spread one per task."""
+    return [HONEST, *(s for points in inflations
+                      for s in (inflated_scenario(points), inflated_scenario(points, spread=True)))]
+
+
+def _claims(truth: np.ndarray, points: float, rng: np.random.Generator) -> dict:
+    """The claims of each scenario at this inflation, from the same true outcomes: honest, or
+    the fakes on random failed trials (``design.inflate``) and spread one per task, weakest
+    tasks first (``design.inflate_spread``)."""
+    if not points:
+        return {HONEST: truth}
+    return {inflated_scenario(points): inflate(truth, points, rng),
+            inflated_scenario(points, spread=True): inflate_spread(truth, points)}
+
+
 def simulate_rerun(designs: dict, *, reps: int, seed: int,
                    shape: Shape = RERUN_SHAPE, rates=RERUN_RATES,
                    inflations=RERUN_INFLATIONS) -> list[Row]:
     """Each design on ``reps`` simulated submissions per agent rate and scenario (honest, then
-    each inflation): an agent of true rate r passes task t with probability
-    expit(theta_r + mu + delta_t), delta_t ~ N(0, task_sd), a fresh benchmark per submission;
-    its 3 attempts per task are its true outcomes; an inflating submitter claims ``points`` x
-    (tasks x attempts) of its failed trials as passes; the site's re-runs are fresh draws. Rows:
-    the share flagged "inflated" (false alarms when honest, detection when inflated), the mean
-    re-run trials and their share of a full run."""
+    each inflation with its fakes placed two ways): an agent of true rate r passes task t with
+    probability expit(theta_r + mu + delta_t), delta_t ~ N(0, task_sd), a fresh benchmark per
+    submission; its 3 attempts per task are its true outcomes; an inflating submitter claims
+    ``points`` x (tasks x attempts) of its failed trials as passes, at random or spread one per
+    task; the site's re-runs are fresh draws. Rows per design and scenario: the share flagged
+    "inflated" (false alarms when honest, detection when inflated), the shares ending
+    "inconclusive" and "consistent", the mean re-run trials and their share of a full run."""
     thetas = [shape.theta_for(r) for r in rates]
-    full_run = shape.n_tasks * shape.attempts
+    tallies: dict[tuple[str, str], dict[str, _Tally]] = {}
+    for j, points in enumerate((0.0, *inflations)):
+        for i, theta in enumerate(thetas):
+            rng = np.random.default_rng([seed, j, i])  # the same submissions for every design
+            p = expit(theta + shape.task_mu[None, :]
+                      + shape.total_sd * rng.standard_normal((reps, shape.n_tasks)))
+            truth = rng.random((reps, shape.n_tasks, shape.attempts)) < p[..., None]
+            for scen, claimed in _claims(truth, points, rng).items():
+                for name, design in designs.items():
+                    # the same re-run draws for both placements: their difference is the fakes'
+                    run = simulate_design(design, claimed, p,
+                                          np.random.default_rng([seed, j, i, 1]))
+                    got = tallies.setdefault((name, scen), defaultdict(_Tally))
+                    got["flagged"].add(run.status == 2)
+                    for metric, code in _STATUS_METRICS:
+                        got[metric].add(run.status == code)
+                    got["trials"].add(run.trials)
+    return _rerun_rows(tallies, designs, rerun_scenarios(inflations),
+                       shape.n_tasks * shape.attempts)
+
+
+def _rerun_rows(tallies: dict, designs: dict, scenarios: list[str], full_run: int) -> list[Row]:
     rows: list[Row] = []
-    for name, design in designs.items():
-        for j, points in enumerate((0.0, *inflations)):
-            flagged, trials = _Tally(), _Tally()
-            for i, theta in enumerate(thetas):
-                rng = np.random.default_rng([seed, j, i])  # the same submissions for every design
-                p = expit(theta + shape.task_mu[None, :]
-                          + shape.total_sd * rng.standard_normal((reps, shape.n_tasks)))
-                truth = rng.random((reps, shape.n_tasks, shape.attempts)) < p[..., None]
-                claimed = inflate(truth, points, rng)
-                run = simulate_design(design, claimed, p, np.random.default_rng([seed, j, i, 1]))
-                flagged.add(run.status == 2)
-                trials.add(run.trials)
-            scen = HONEST if points == 0 else inflated_scenario(points)
-            metric = "false alarms" if points == 0 else "detected"
-            rows.append(Row(metric, scen, name, flagged.mean, flagged.se, None, flagged.n))
+    for name in designs:
+        for scen in scenarios:
+            got = tallies[name, scen]
+            flagged, trials = got["flagged"], got["trials"]
+            rows.append(Row("false alarms" if scen == HONEST else "detected", scen, name,
+                            flagged.mean, flagged.se, None, flagged.n))
+            rows += [Row(metric, scen, name, got[metric].mean, got[metric].se, None,
+                         got[metric].n) for metric, _ in _STATUS_METRICS]
             rows.append(Row("re-run trials", scen, name, trials.mean, trials.se, None,
                             trials.n))
             rows.append(Row("share of a full run", scen, name, trials.mean / full_run,
@@ -460,7 +501,8 @@ def describe_design(design) -> str:
     return (f"first look after {design.first} tasks, {design.step} more per look, "
             f"{design.reruns_per_task} re-run per task, cap {design.max_trials} trials{cost}, "
             f"alpha {design.alpha:g} ({design.spending} spending), stop early as consistent "
-            f"when z < {design.futility_z:g}")
+            f"when z < {design.futility_z:g}, consistent at the last look only when "
+            f"z < {design.accept_z:g}")
 
 
 def write_rerun_csv(rows: list[Row], path: Path, *, reps: int, seed: int, design) -> None:
@@ -474,13 +516,45 @@ def write_rerun_csv(rows: list[Row], path: Path, *, reps: int, seed: int, design
 
 
 def format_rerun_table(table: dict) -> str:
-    """The re-run table as aligned plain text (what the command prints)."""
-    heads = ["false alarms", *(f"+{p}" for p in table["points"]), "trials honest",
-             "trials max"]
-    lines = [f"{'design':<64} " + " ".join(f"{h:>13}" for h in heads)]
+    """The re-run table as aligned plain text (what the command prints, rounded as the methods
+    page rounds): per design, its honest submissions (flagged, inconclusive, mean re-run
+    trials), then per placement of the fakes the detection at each inflation and the most mean
+    re-run trials of those scenarios."""
+    heads = ["false alarms", "honest inconcl", *(f"+{p}" for p in table["points"]), "trials"]
+    lines = [f"{'design / where the fakes are':<64} " + " ".join(f"{h:>14}" for h in heads)]
+    blank = [""] * len(table["points"])
     for d in table["designs"]:
-        cells = [f"{d['false_alarms']:.1%}", *(f"{v:.1%}" for v in d["detected"]),
-                 f"{d['trials_honest']:.1f} ({d['share_honest']:.0%})",
-                 f"{d['trials_max']:.1f} ({d['share_max']:.0%})"]
-        lines.append(f"{d['design']:<64} " + " ".join(f"{c:>13}" for c in cells))
+        cells = [_pct(d["false_alarms"]), _pct(d["inconclusive_honest"]), *blank,
+                 f"{d['trials_honest']:.1f} ({_pct(d['share_honest'], 0)})"]
+        lines.append(f"{d['design']:<64} " + " ".join(f"{c:>14}" for c in cells))
+        for attack in d["attacks"]:
+            cells = ["", "", *(_pct(v) for v in attack["detected"]),
+                     f"{attack['trials_max']:.1f} ({_pct(attack['share_max'], 0)})"]
+            lines.append(f"{'  fakes ' + attack['label']:<64} "
+                         + " ".join(f"{c:>14}" for c in cells))
+    return "\n".join(lines)
+
+
+def read_rerun_csv(path: Path) -> list[dict]:
+    """The rows of a written re-run table, as the methods page reads them (values rounded as
+    written, so what the command prints is what the page shows)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def format_rerun_outcomes(rows: list[dict]) -> str:
+    """Every design and scenario of a written re-run table: the shares flagged inflated (+/-
+    their Monte Carlo standard error), inconclusive and consistent, and the mean re-run trials
+    (what the command prints)."""
+    got = {(r["estimator"], r["scenario"], r["metric"]): r for r in rows}
+    lines = [f"{'design':<56} {'scenario':<58} {'flagged':>8} {'+/-':>6} {'inconcl':>8} "
+             f"{'consist':>8} {'trials':>7}"]
+    for (name, scen, metric), r in got.items():
+        if metric not in ("false alarms", "detected"):
+            continue
+        cells = [_pct(r["value"]), _pct(r["mc_se"]), *(_pct(got[name, scen, m]["value"]) for m in (
+            RERUN_STATUS_INCONCLUSIVE, RERUN_STATUS_CONSISTENT))]
+        trials = float(got[name, scen, "re-run trials"]["value"])
+        lines.append(f"{name:<56} {scen:<58} {cells[0]:>8} {cells[1]:>6} {cells[2]:>8} "
+                     f"{cells[3]:>8} {trials:>7.1f}")
     return "\n".join(lines)

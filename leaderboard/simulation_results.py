@@ -37,6 +37,13 @@ RERUN_TASKS = 54
 RERUN_RATES = (0.20, 0.25, 0.30, 0.35, 0.40, 0.45)
 RERUN_SITE = "site design"
 HONEST = "honest"
+# The metrics besides the share flagged inflated: how the other submissions ended (Run.status).
+RERUN_STATUS_INCONCLUSIVE = "inconclusive"
+RERUN_STATUS_CONSISTENT = "consistent"
+# Where an inflating submitter puts its fakes: on random failed trials (design.inflate), or one
+# per task, weakest tasks first (design.inflate_spread), the placement the test sees least.
+RERUN_ATTACKS = {False: "at random", True: "spread one per task"}
+SPREAD_SUFFIX = ", fakes spread one per task"
 
 
 def power_scenario(gap: float, ranked: int) -> str:
@@ -115,46 +122,73 @@ def committed_table(path: Path | None = None) -> dict:
 # The re-run design (issue 22, point 4)
 # ---------------------------------------------------------------------------------------------
 
-def inflated_scenario(points: float) -> str:
-    return f"claims inflated by {points * 100:.0f} points"
+def inflated_scenario(points: float, *, spread: bool = False) -> str:
+    return f"claims inflated by {points * 100:.0f} points{SPREAD_SUFFIX if spread else ''}"
+
+
+def _as_dict(r) -> dict:
+    return r if isinstance(r, dict) else {"metric": r.metric, "scenario": r.scenario,
+                                          "estimator": r.estimator, "value": r.value,
+                                          "mc_se": r.mc_se, "n": r.n}
 
 
 def rerun_table(rows: Iterable) -> dict:
-    """Rows (Row objects or CSV dicts) grouped per design: false alarms, detection per
-    inflation, mean re-run trials (honest, and the highest over the scenarios), as shares of a
-    full run too."""
-    rows = [r if isinstance(r, dict) else {"metric": r.metric, "scenario": r.scenario,
-                                           "estimator": r.estimator, "value": r.value,
-                                           "mc_se": r.mc_se, "n": r.n} for r in rows]
+    """Rows (Row objects or CSV dicts) grouped per design: false alarms and the honest
+    submissions ending inconclusive or consistent, mean re-run trials (honest, and the highest
+    over the scenarios, as shares of a full run too), and per placement of the fakes
+    (``attacks``: at random, then spread one per task when the rows have it) detection and the
+    inflated submissions ending inconclusive or consistent per inflation. ``detected`` and
+    ``detected_spread`` are the two placements' detection. A metric the rows lack is None."""
+    rows = [_as_dict(r) for r in rows]
     if not rows:
         return {}
+    index: dict[tuple[str, str, str], float] = {}
+    for r in rows:
+        key = (r["metric"], r["scenario"], r["estimator"])
+        if key in index:
+            raise ValueError(f"the re-run table repeats {key}")
+        index[key] = float(r["value"])
     designs = list(dict.fromkeys(r["estimator"] for r in rows))
     points = [int(s.split(" by ")[1].split()[0]) for s in dict.fromkeys(
-        r["scenario"] for r in rows if r["metric"] == "detected")]
-
-    def value(metric, scenario, design):
-        (row,) = [r for r in rows if (r["metric"], r["scenario"], r["estimator"])
-                  == (metric, scenario, design)]
-        return float(row["value"])
-
-    out = []
-    for d in designs:
-        scens = [HONEST, *(inflated_scenario(p / 100) for p in points)]
-        trials = [value("re-run trials", s, d) for s in scens]
-        shares = [value("share of a full run", s, d) for s in scens]
-        out.append({"design": d, "site": d == RERUN_SITE,
-                    "false_alarms": value("false alarms", HONEST, d),
-                    "detected": [value("detected", inflated_scenario(p / 100), d)
-                                 for p in points],
-                    "trials_honest": trials[0], "share_honest": shares[0],
-                    "trials_max": max(trials), "share_max": max(shares)})
+        r["scenario"] for r in rows
+        if r["metric"] == "detected" and not r["scenario"].endswith(SPREAD_SUFFIX))]
+    has_spread = any(r["scenario"].endswith(SPREAD_SUFFIX) for r in rows)
+    out = [_rerun_design(index, d, points, has_spread) for d in designs]
     return {"points": points, "designs": out}
+
+
+def _rerun_design(index: dict, design: str, points: list[int], has_spread: bool) -> dict:
+    def get(metric, scenario):
+        return index.get((metric, scenario, design))
+
+    attacks = []
+    for spread in (False, True)[: 1 + has_spread]:
+        scens = [inflated_scenario(p / 100, spread=spread) for p in points]
+        trials = [get("re-run trials", s) for s in scens]
+        shares = [get("share of a full run", s) for s in scens]
+        attacks.append({"label": RERUN_ATTACKS[spread], "spread": spread,
+                        "detected": [get("detected", s) for s in scens],
+                        "inconclusive": [get(RERUN_STATUS_INCONCLUSIVE, s) for s in scens],
+                        "consistent": [get(RERUN_STATUS_CONSISTENT, s) for s in scens],
+                        "trials_max": max(trials), "share_max": max(shares)})
+    trials_honest, share_honest = get("re-run trials", HONEST), get("share of a full run", HONEST)
+    return {"design": design, "site": design == RERUN_SITE,
+            "false_alarms": get("false alarms", HONEST),
+            "inconclusive_honest": get(RERUN_STATUS_INCONCLUSIVE, HONEST),
+            "consistent_honest": get(RERUN_STATUS_CONSISTENT, HONEST),
+            "detected": attacks[0]["detected"],
+            "detected_spread": attacks[1]["detected"] if has_spread else None,
+            "attacks": attacks,
+            "trials_honest": trials_honest, "share_honest": share_honest,
+            "trials_max": max([trials_honest, *(a["trials_max"] for a in attacks)]),
+            "share_max": max([share_honest, *(a["share_max"] for a in attacks)])}
 
 
 def committed_rerun_table(path: Path = RERUN_CSV_PATH) -> dict:
     """The committed re-run design table for the methods page (empty when the file is missing):
-    per design its false alarms, detection per inflation and mean cost; the site design's row,
-    its parameters, the replications and the seed."""
+    per design its false alarms, honest submissions ending inconclusive, detection per inflation
+    for each placement of the fakes and mean cost; the site design's row and the figures the
+    page's prose quotes from it, its parameters, the replications and the seed."""
     if not path.exists():
         return {}
     rows = _read_csv(path, path.stat().st_mtime)
@@ -164,14 +198,27 @@ def committed_rerun_table(path: Path = RERUN_CSV_PATH) -> dict:
     for d in table["designs"]:
         d["detected_15"] = dict(zip(table["points"], d["detected"], strict=True)).get(15)
     site = next(d for d in table["designs"] if d["site"])
-    at = dict(zip(table["points"], site["detected"], strict=True))
     reaching = [d for d in table["designs"] if (d["detected_15"] or 0) >= 0.8]
     return {**table, "site": site, "site_design": rows[0]["site_design"],
+            **_site_figures(site, table["points"]),
             "every_task": next((d for d in table["designs"]
                                 if d["design"].startswith("one re-run of every task")), None),
             "reaching_80": min(reaching, key=lambda d: d["share_honest"]) if reaching else None,
             "reps": int(rows[0]["boards"]), "seed": int(rows[0]["seed"]),
-            "submissions": int(rows[0]["n"]), "detected_15": at.get(15),
-            "detected_20": at.get(20), "full_run": RERUN_TASKS * ATTEMPTS,
+            "submissions": int(rows[0]["n"]), "full_run": RERUN_TASKS * ATTEMPTS,
             "rates": f"{RERUN_RATES[0]:.0%} to {RERUN_RATES[-1]:.0%}",
             "task_sd": TASK_SD}
+
+
+def _site_figures(site: dict, points: list[int]) -> dict:
+    """The site design's figures at 15 and 20 points the prose quotes, for each placement of
+    the fakes (the spread ones None when the table has no spread rows)."""
+    def at(attack: dict | None, key: str, p: int):
+        return dict(zip(points, attack[key], strict=True)).get(p) if attack else None
+
+    rand = site["attacks"][0]
+    spread = site["attacks"][1] if len(site["attacks"]) > 1 else None
+    return {"detected_15": at(rand, "detected", 15), "detected_20": at(rand, "detected", 20),
+            "spread_15": at(spread, "detected", 15), "spread_20": at(spread, "detected", 20),
+            "consistent_15": at(rand, "consistent", 15),
+            "consistent_spread_15": at(spread, "consistent", 15)}

@@ -9,8 +9,9 @@ methods page shows).
 
 Then runs the site's re-run design (``submissions.verification.design``, the
 VERIFICATION_RERUN_* settings) and the designs it is compared with on ``--rerun-reps`` simulated
-submissions per agent rate and scenario (honest; claims inflated by 5, 10, 15, 20 points), prints
-the detection / false-alarm / cost table and writes it (by default the committed
+submissions per agent rate and scenario (honest; claims inflated by 5, 10, 15, 20 points, the fakes
+on random failed trials or spread one per task), prints the detection / false-alarm /
+inconclusive / cost table and writes it (by default the committed
 ``leaderboard/data/rerun_design.csv``). ``--only`` runs one part. Prints the wall time.
 """
 
@@ -109,8 +110,9 @@ class Command(BaseCommand):
             f"{shape.n_tasks} tasks x {shape.attempts} attempts, task difficulty logit-normal "
             f"(sd {shape.task_sd:g}); a full run is {shape.n_tasks * shape.attempts} trials")
         self.stdout.write(f"site design: {simulation.describe_design(site)}")
-        self.stdout.write(simulation.format_rerun_table(simulation.rerun_table(rows)))
-        self.stdout.write(simulation.format_table(rows))
         simulation.write_rerun_csv(rows, output, reps=reps, seed=seed, design=site)
+        written = simulation.read_rerun_csv(output)
+        self.stdout.write(simulation.format_rerun_table(simulation.rerun_table(written)))
+        self.stdout.write(simulation.format_rerun_outcomes(written))
         self.stdout.write(f"wrote {output}")
         self.stdout.write(f"re-run simulation: wall time {done - started:.1f} s")
