@@ -147,13 +147,14 @@ def _output(oracle: dict, task: str) -> bytes | dict:
     return src.read_bytes()
 
 
-def _meta(**extra) -> dict:
-    return build_metadata(
-        agent_display_name="Red team (stub)", agent_org_display_name="Red team",
-        agent_url="https://example.org/red-team", harness="terminus-2", harness_version="2.0.0",
-        models=[{"model_name": MODEL, "model_provider": "openai",
-                 "model_display_name": "Stub", "model_org_display_name": "Red team"}],
-        benchmark=SLUG, **extra)
+def _meta(**changes) -> dict:
+    return build_metadata(**{
+        "agent_display_name": "Red team (stub)", "agent_org_display_name": "Red team",
+        "agent_url": "https://example.org/red-team", "harness": "terminus-2",
+        "harness_version": "2.0.0", "benchmark": SLUG,
+        "models": [{"model_name": MODEL, "model_provider": "openai",
+                    "model_display_name": "Stub", "model_org_display_name": "Red team"}],
+        **changes})
 
 
 def _job(tasks: dict, root: Path, name: str, **kw):
