@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.clone_support import fresh_clone
+
 REPO = Path(__file__).resolve().parents[1]
 # README first (its `make run` sets the clone up), then docs/*.md (what moved out of the README,
 # in name order), then CONTRIBUTING.md and the contribute page.
@@ -161,13 +163,7 @@ def _bare_env(clone: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("fresh") / "healthagentbench"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True)
-    (root / ".venv").symlink_to(REPO / ".venv")
-    # The Makefile reinstalls when pyproject/uv.lock/bootstrap are newer than the venv's stamp;
-    # a fresh clone's files are new, so date them back: the shared venv is already installed.
-    for rel in ("pyproject.toml", "uv.lock", "scripts/bootstrap"):
-        os.utime(root / rel, (1, 1))
+    root = fresh_clone(tmp_path_factory.mktemp("fresh") / "healthagentbench")
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

@@ -73,3 +73,18 @@ def harbor_ready(docker_engine):
         assert done.returncode == 0, f"{cmd}: {done.stdout}{done.stderr}"
     return True
 
+
+
+@pytest.fixture
+def harbor_settings(settings):
+    """A site that re-runs terminus-2 at 2.0.0 with an endpoint for openai/m (its key set) and
+    one for openai/nokey (its key missing); no command agents."""
+    settings.VERIFICATION_COMMAND_AGENTS = {}
+    settings.VERIFICATION_HARBOR_AGENTS = {"terminus-2": ["2.0.0"]}
+    settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {
+        "openai/m": {"base_url": "http://10.9.8.7:8000/v1", "key_env": "OPENAI_API_KEY",
+                     "key_secret": "SITE_M"},
+        "openai/nokey": {"base_url": "http://10.9.8.7:8000/v1", "key_env": "OPENAI_API_KEY",
+                         "key_secret": "ABSENT"}}
+    settings.VERIFICATION_AGENT_SECRETS = {"SITE_M": "sk-site"}
+    return settings

@@ -11,19 +11,6 @@ import pytest
 from evaluation import agents, runner
 
 
-@pytest.fixture
-def harbor_settings(settings):
-    settings.VERIFICATION_COMMAND_AGENTS = {}
-    settings.VERIFICATION_HARBOR_AGENTS = {"terminus-2": ["2.0.0"]}
-    settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {
-        "openai/m": {"base_url": "http://10.9.8.7:8000/v1", "key_env": "OPENAI_API_KEY",
-                     "key_secret": "SITE_M"},
-        "openai/nokey": {"base_url": "http://10.9.8.7:8000/v1", "key_env": "OPENAI_API_KEY",
-                         "key_secret": "ABSENT"}}
-    settings.VERIFICATION_AGENT_SECRETS = {"SITE_M": "sk-site"}
-    return settings
-
-
 def _resolve(version="2.0.0", model="openai/m", harness="terminus-2", kwargs=None):
     return agents.resolve_site_agent(harness, harness_version=version, agent_settings={
         "harbor_agent": harness, "model_name": model, "kwargs": kwargs or {}})

@@ -31,6 +31,7 @@ import yaml
 from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 from evaluation.task_specs import package_digest
 from submissions.client import upload
+from tests.clone_support import fresh_clone
 
 pytestmark = [pytest.mark.docker, pytest.mark.makerun]
 
@@ -48,12 +49,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def clone(tmp_path):
-    root = tmp_path / "healthagentbench"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True)
-    (root / ".venv").symlink_to(REPO / ".venv")
-    # A fresh clone's files are new: dated back, the Makefile keeps the installed shared venv.
-    for rel in ("pyproject.toml", "uv.lock", "scripts/bootstrap"):
-        os.utime(root / rel, (1, 1))
+    root = fresh_clone(tmp_path / "healthagentbench")
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

@@ -15,17 +15,9 @@ from evaluation.agents import NotRunnable, resolve_site_agent
 
 
 @pytest.fixture
-def site(settings):
-    settings.VERIFICATION_COMMAND_AGENTS = {}
-    settings.VERIFICATION_HARBOR_AGENTS = {"terminus-2": ["2.0.0"]}
-    settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {
-        "openai/m": {"base_url": "http://10.9.8.7:8000/v1", "key_env": "OPENAI_API_KEY",
-                     "key_secret": "SITE_M"},
-        "openai/nokey": {"base_url": "http://10.9.8.7:8000/v1", "key_env": "OPENAI_API_KEY",
-                         "key_secret": "ABSENT"}}
-    settings.VERIFICATION_AGENT_SECRETS = {"SITE_M": "sk-site"}
-    settings.VERIFICATION_HARBOR_ENVIRONMENT = "docker"
-    return settings
+def site(harbor_settings):
+    harbor_settings.VERIFICATION_HARBOR_ENVIRONMENT = "docker"
+    return harbor_settings
 
 
 def _resolve(harness="terminus-2", version="2.0.0", model="openai/m", **agent):

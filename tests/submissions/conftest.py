@@ -59,3 +59,18 @@ def owned_submission(owner, tmp_path, settings):
                          trajectory_path="job/t1/agent/trajectory.json")
     return sub
 
+
+
+@pytest.fixture
+def tasks(db, settings, tmp_path) -> dict[str, str]:
+    """The synthetic version registered (sync_tasks), storage and staging under tmp_path:
+    task name -> content digest, as HarborJobBuilder takes them."""
+    from django.core.management import call_command
+
+    from evaluation.models import BenchmarkVersion
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
+    call_command("sync_tasks", verbosity=0)
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    return {t.name: t.content_digest for t in bv.tasks.all()}

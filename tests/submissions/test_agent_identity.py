@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
 from devtools.harbor_fixtures import HarborJobBuilder, build_metadata, edit_json
 from evaluation import agents
-from evaluation.models import BenchmarkVersion
 from submissions import client as submit_client
 from submissions.metadata import parse_metadata
 from submissions.models import Submission
@@ -35,15 +33,6 @@ STRONG = "openai/gpt-5.5"
 def _model(name: str, provider: str = "openai", **extra) -> dict:
     return {"model_name": name, "model_provider": provider, "model_display_name": name.upper(),
             "model_org_display_name": "OpenAI", **extra}
-
-
-@pytest.fixture
-def tasks(db, settings, tmp_path) -> dict[str, str]:
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
-    call_command("sync_tasks", verbosity=0)
-    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
-    return {t.name: t.content_digest for t in bv.tasks.all()}
 
 
 @pytest.fixture

@@ -8,26 +8,15 @@ import io
 
 import pytest
 import yaml
-from django.core.management import call_command
 from django.test import Client
 
 from devtools.harbor_fixtures import HarborJobBuilder, build_metadata, edit_json
-from evaluation.models import BenchmarkVersion
 from submissions import linking
 from submissions.models import Submission, SubmissionLink
 from submissions.services import token_issue
 from tests.submissions.intake_support import targz, validated
 
 MODEL = "openai/gpt-5.5"
-
-
-@pytest.fixture
-def tasks(db, settings, tmp_path) -> dict[str, str]:
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-    settings.SUBMISSION_STAGING_DIR = tmp_path / "staging"
-    call_command("sync_tasks", verbosity=0)
-    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
-    return {t.name: t.content_digest for t in bv.tasks.all()}
 
 
 @pytest.fixture
