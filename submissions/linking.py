@@ -138,7 +138,8 @@ def lineage_summary(sub: Submission) -> dict:
     for ln in rows:
         other = ln.linked if ln.submission_id == sub.pk else ln.submission
         links.append({"submission": other.pk,
-                      "direction": "earlier" if other.pk == ln.linked_id else "later", "owner_id": other.owner_id, "same_owner": ln.same_owner,
+                      "direction": "earlier" if other.pk == ln.linked_id else "later",
+                      "owner_id": other.owner_id, "same_owner": ln.same_owner,
                       "shared_trial_ids": ln.shared_trial_ids,
                       "shared_trajectories": ln.shared_trajectories,
                       "shared_outputs": ln.shared_outputs,

@@ -106,8 +106,9 @@ def submission_verdict_record(*, submission_id: int, job: VerificationJob | None
 
 def _chain(submission_id: int) -> dict:
     """What links this submission to others: the discrepant submissions of its chain (a
-    discrepancy stays with every linked upload), the re-rolls, and the earlier discrepant
-    submissions of the same agent (shown, not held against a new run of its own)."""
+    discrepancy stays with every linked upload), how many other uploads share its runs, and
+    the earlier discrepant submissions of the same agent (shown, not held against a new run of
+    its own)."""
     sub = Submission.objects.only("pk", "lineage_id", "agent_id").get(pk=submission_id)
     chain = [pk for pk in linking.lineage_of(sub) if pk != submission_id]
     discrepant = list(Submission.objects.filter(pk__in=chain).filter(
@@ -117,7 +118,7 @@ def _chain(submission_id: int) -> dict:
                  .exclude(pk__in=discrepant).filter(
                      Q(status=SubmissionStatus.DISCREPANCY) | Q(coverage__verdict="discrepancy"))
                  .values_list("pk", flat=True)) if sub.agent_id else []
-    return {"linked_discrepancies": sorted(discrepant), "rerolls": len(chain),
+    return {"linked_discrepancies": sorted(discrepant), "linked_uploads": len(chain),
             "agent_discrepancies": sorted(agent)}
 
 
