@@ -226,8 +226,14 @@ def test_r11_rescore_after_a_grader_update_switches_the_leaderboard_atomically(
     assert [c.verified_reward for c in checks] == [1.0, 1.0, 1.0]
     assert {c.executions for c in checks} == {1} and all(c.grader_digest for c in checks)
     trials = list(Trial.objects.filter(submission=sub).order_by("attempt"))
+    # The pass the re-score created got the checks a pass gets in the same job: its replay
+    # (it has no trajectory: not replayable, so it stays below "verified") and its level is
+    # what the re-score proved, not what an earlier check of the failure earned.
     assert [(t.outcome, t.grader_version, t.flags) for t in trials] == [
-        ("passed", new_label, [])] * 3
+        ("passed", new_label, [])] * 2 + [("passed", new_label, ["not_replayable"])]
+    assert trials[2].verification_level == "re-graded"
+    assert {c.kind for c in TrialCheck.objects.filter(job=job, trial=trials[2])} == {
+        CheckKind.REGRADE, CheckKind.REPLAY, CheckKind.TRAJECTORY_JUDGE}
     assert LeaderboardEntry.objects.filter(**at_agent).count() == 1
 
     # History: the previous score with its grader version and date.

@@ -52,6 +52,11 @@ class TrajectoryJudge(Check):
                    "trajectory judge, publishing waits")
     report_order = 6
 
+    def applies(self, ctx: CheckContext) -> bool:
+        # Every verification reads its passes; a re-score only the passes it creates, when
+        # its configuration asks for it.
+        return not ctx.rescore or self.kind in ctx.config["checks"]
+
     def run(self, ctx: CheckContext) -> None:
         done = ctx.done(self.kind)
         if ctx.rescore:  # a pass the re-score creates is read like any other pass
