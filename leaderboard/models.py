@@ -14,8 +14,9 @@ from submissions.models import Submission
 # Verification levels whose rows are never ranked (no rank, no tie group, left out of the
 # others' ranks and tie groups): the site's own checks contradict the claims, so the site does
 # not stand behind the row's place. They are listed apart, with the site's reasons (the badge).
-UNRANKED_LEVELS = ("discrepancy",)
-UNRANKED_TITLE = "Not ranked: the site's checks contradict the claims"
+# A discrepancy, or a reference run (the site's own agent, published only on a try-out version).
+UNRANKED_LEVELS = ("discrepancy", "reference")
+UNRANKED_TITLE = "Not ranked: discrepancies and reference runs"
 
 
 class EntryManager(models.Manager):

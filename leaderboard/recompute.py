@@ -215,14 +215,15 @@ class Clock:
 
 def _latest_submissions(benchmark_version: BenchmarkVersion, agent_ids: list[int] | None
                         ) -> list[tuple]:
-    """(pk, agent, coverage, is_verified, is_reconstructed, submitted_on) of the latest
-    published submission per agent, in agent order."""
+    """(pk, agent, coverage, is_verified, is_reconstructed, submitted_on, is_reference) of the
+    latest published submission per agent, in agent order."""
     subs = Submission.objects.published().filter(benchmark_version=benchmark_version)
     if agent_ids is not None:
         subs = subs.filter(agent_id__in=agent_ids)
     latest: dict[int, tuple] = {}
     for row in subs.order_by("agent_id", "-published_at", "-pk").values_list(
-            "pk", "agent_id", "coverage", "is_verified", "is_reconstructed", "submitted_on"):
+            "pk", "agent_id", "coverage", "is_verified", "is_reconstructed", "submitted_on",
+            "is_reference"):
         latest.setdefault(row[1], row)
     return list(latest.values())
 
@@ -434,10 +435,10 @@ def _compute(benchmark_version: BenchmarkVersion, subs: list[tuple], a: dict,
                                  for o, k in zip(sums["out_sum"], sums["out_n"], strict=True)])
     c["verified"] = [s[3] for s in subs]
     c["reconstructed"] = [s[4] for s in subs]
-    c["verification_level"] = ["reconstructed" if s[4] else (s[2] or {}).get(
-        "verdict", "unverified") for s in subs]
+    c["verification_level"] = ["reconstructed" if s[4] else "reference" if s[6] else (
+        s[2] or {}).get("verdict", "unverified") for s in subs]
     c["verification"] = [s[2] or {} for s in subs]
-    c["badge"] = [coverage_badge(s[2], reconstructed=s[4]) for s in subs]
+    c["badge"] = [coverage_badge(s[2], reconstructed=s[4], reference=s[6]) for s in subs]
     c["submitted_on"] = [s[5] for s in subs]
     return c
 

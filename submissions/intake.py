@@ -402,6 +402,7 @@ def _create_rows(*, submission: Submission, checked, prefix: str) -> None:
         agent=agent, benchmark_version=checked.benchmark_version,
         notes=(meta.get("notes") or "")[:5000], metadata=meta, files_prefix=f"{prefix}/tree",
         is_reference=checked.is_reference,
+        on_tryout_version=checked.benchmark_version.allows_reference_runs,
         secret_findings=checked.secret_findings, trials_total=len(checked.trials),
         updated_at=timezone.now())
     # Rows of an earlier attempt that died before its commit do not exist (one transaction).

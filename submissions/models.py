@@ -234,8 +234,11 @@ class Submission(BaseModel):
     is_reconstructed = models.BooleanField(default=False)
     # A labelled reference run: one of the site's own agents (oracle, nop, replay) accepted on a
     # try-out version, or a maintainer's upload with `reference: true` (submissions.
-    # harbor_intake). Never ranked (never published: the constraint below), no model.
+    # harbor_intake). Never ranked, no model.
     is_reference = models.BooleanField(default=False)
+    # Uploaded to a try-out version (BenchmarkVersion.allows_reference_runs), fixed at intake:
+    # only there may a reference run be published, as an unranked row (the constraint below).
+    on_tryout_version = models.BooleanField(default=False)
     source = models.CharField(max_length=200, blank=True)
     # sha256 of the trial data as loaded; lets loaders be idempotent.
     data_digest = models.CharField(max_length=64, blank=True)
@@ -295,10 +298,12 @@ class Submission(BaseModel):
                 condition=~Q(idempotency_key=""),
                 name="uniq_submission_idempotency_key",
             ),
-            # A reference run is never ranked: it is never published.
+            # A reference run is never ranked, and is published (unranked) only on a try-out
+            # version, where a newcomer's try-out ends in a row.
             models.CheckConstraint(
-                condition=Q(is_reference=False) | ~Q(status="published"),
-                name="submission_reference_never_published",
+                condition=Q(is_reference=False) | ~Q(status="published")
+                | Q(on_tryout_version=True),
+                name="submission_reference_published_only_on_tryout",
             ),
             # Past intake every submission names its agent and benchmark version.
             models.CheckConstraint(

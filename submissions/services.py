@@ -35,6 +35,7 @@ from submissions.models import (
     VerificationLevel,
     site_outcome,
 )
+from submissions.publishing import submission_publish
 from submissions.signals import published_set_changed
 from submissions.states import InvalidTransition, SubmissionError, submission_transition
 from submissions.trials import (
@@ -48,7 +49,7 @@ from submissions.verification import screen_trial, verification_enqueue
 from submissions.verification.verdict import submission_verdict_record
 
 # Re-exported: callers import the domain errors, the state machine and the trial writes here.
-__all__ = ["InvalidTransition", "SubmissionError", "rescore_candidates",
+__all__ = ["InvalidTransition", "SubmissionError", "rescore_candidates", "submission_publish",
            "submission_rescore", "submission_transition", "submission_verdict_record",
            "trial_check_record", "trial_infra_confirm", "trial_screen_record"]
 
@@ -163,40 +164,6 @@ def quota_refund(*, user, day: date) -> None:
         return
     DailyQuota.objects.filter(user=user, day=day, used__gt=0).update(
         used=F("used") - 1, updated_at=timezone.now())
-
-
-def submission_publish(*, submission: Submission, actor) -> Submission:
-    """Publish; the leaderboard rebuilds this agent's rows in the same transaction (its
-    receiver of `published_set_changed`). Refused while trials await the X-ray judge: a
-    published row counts only what the site could grade. Refused for a reference run (the
-    site's own agent, or a maintainer's labelled reference): it is never ranked."""
-    if submission.is_reference:
-        harness = submission.agent.harness.slug if submission.agent else "a site agent"
-        raise SubmissionError(
-            f"submission {submission.pk} is a reference run ({harness}, no model): reference "
-            "runs are never ranked, so it cannot be published")
-    waiting = sum(FLAG_AWAITING_JUDGE in (f or [])
-                  for f in submission.trials.values_list("flags", flat=True))
-    if waiting:
-        raise SubmissionError(
-            f"{waiting} trial{'' if waiting == 1 else 's'} await the X-ray judge: configure "
-            "XRAY_JUDGE_URL and run `manage.py judge_pending` first")
-    waiting = sum(FLAG_AWAITING_TRAJECTORY_JUDGE in (f or [])
-                  for f in submission.trials.values_list("flags", flat=True))
-    if waiting:
-        raise SubmissionError(
-            f"{waiting} pass{'' if waiting == 1 else 'es'} await the trajectory judge: configure "
-            "TRAJECTORY_JUDGE_URL and run `manage.py judge_pending` first")
-    with transaction.atomic():
-        submission = submission_transition(
-            submission=submission, to_status=SubmissionStatus.PUBLISHED, actor=actor,
-            note="published", published_at=timezone.now(),
-        )
-        # Only this agent's rows are rebuilt (then ranks, tie groups and family aggregates).
-        published_set_changed.send(sender=Submission,
-                                   benchmark_version=submission.benchmark_version,
-                                   agent_ids=[submission.agent_id])
-    return submission
 
 
 def submission_reject(*, submission: Submission, actor, reason: str) -> Submission:

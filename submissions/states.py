@@ -38,10 +38,12 @@ def submission_transition(
             raise InvalidTransition(f"cannot move submission {submission.pk} from {current} "
                                     f"to {to_status}")
         rows = Submission.objects.filter(pk=submission.pk, status=current)
-        if to_status == SubmissionStatus.PUBLISHED:  # a reference run is never ranked (also a constraint)
-            if rows.filter(is_reference=True).exists():
+        # A reference run is published only on a try-out version (also a constraint).
+        if to_status == SubmissionStatus.PUBLISHED:
+            if rows.filter(is_reference=True, on_tryout_version=False).exists():
                 raise InvalidTransition(f"submission {submission.pk} is a reference run: "
-                                        "reference runs are never ranked or published")
+                                        "reference runs are published (unranked) only on a "
+                                        "try-out version")
         changed = rows.update(status=to_status, updated_at=timezone.now(), **fields)
         if changed != 1:
             raise InvalidTransition(f"submission {submission.pk} changed concurrently")

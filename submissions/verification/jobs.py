@@ -26,6 +26,7 @@ from submissions.models import (
     SubmissionStatus,
     VerificationJob,
 )
+from submissions.publishing import tryout_reference_publish
 from submissions.states import InvalidTransition, submission_transition
 from submissions.verification.checks import job_config, run_checks
 from submissions.verification.lease import (
@@ -212,12 +213,13 @@ def _finish(job: VerificationJob, worker: str) -> None:
         summary.update(verdict=verdict, coverage=coverage,
                        headline=f"{verdict}: " + summary["headline"].split(": ", 1)[1])
         VerificationJob.objects.filter(pk=job.pk).update(verdict=verdict, summary=summary)
-        submission_transition(
+        sub = submission_transition(
             submission=sub,
             to_status=verdict,
             note=summary["headline"],
             is_verified=verdict == SubmissionStatus.VERIFIED,
         )
+        tryout_reference_publish(submission=sub)
 
 
 def reap_stuck_submissions(*, batch: int | None = None) -> dict:

@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.makerun]
 
 REPO = Path(__file__).resolve().parents[2]
 SLUG = "healthagentbench-synthetic@1.0"
-FINAL = ("verified", "consistent", "discrepancy", "failed")
+FINAL = ("verified", "consistent", "discrepancy", "failed", "published")
 VERDICT_TIMEOUT_S = 900
 
 
@@ -120,20 +120,33 @@ class Site:
             self.log.close()
 
 
-def _upload(site: Site, token: str, work: Path, n: int) -> int:
-    """A Harbor run of every synthetic task (one attempt each), as the upload client sends it."""
+NO_MODEL = [{"model_name": "none", "model_provider": "none", "model_display_name": "no model",
+             "model_org_display_name": "none"}]
+
+
+def _upload(site: Site, token: str, work: Path, n: int, agent: str = "codex") -> int:
+    """A Harbor run of every synthetic task (one attempt each), as the upload client sends it;
+    ``agent="oracle"``: the Submit page's try-out (Harbor's oracle, no model, no trajectory)."""
     tasks = {}
     for toml in sorted((site.clone / "tasks").glob("*/*/task.toml")):
         name = f"{toml.parent.parent.name}/{toml.parent.name}"
         if name.endswith("/synthetic_01"):
             tasks[name] = package_digest(toml.parent)
     root = work / f"run-{n}"
-    HarborJobBuilder(tasks, attempts=1, agent="codex", model="openai/gpt-5.5",
-                     job_name=f"2026-12-07__10-00-{n:02d}").build(root)
+    oracle = agent == "oracle"
+    job = HarborJobBuilder(tasks, attempts=1, agent=agent,
+                           model=None if oracle else "openai/gpt-5.5",
+                           job_name=f"2026-12-07__10-00-{n:02d}").build(root)
+    if oracle:  # Harbor's oracle writes agent/oracle.txt, no trajectory
+        for trial in job.all_trials():
+            (trial / "agent" / "trajectory.json").unlink()
     archive = work / f"run-{n}.tar.gz"
     subprocess.run(["tar", "czf", str(archive), "-C", str(root), "."], check=True)
     meta = work / "metadata.yaml"
-    meta.write_text(yaml.safe_dump(build_metadata(benchmark=SLUG)))
+    meta.write_text(yaml.safe_dump(build_metadata(benchmark=SLUG) if not oracle else build_metadata(
+        benchmark=SLUG, agent_display_name="Oracle (try-out)", agent_org_display_name="Harbor",
+        agent_url="https://github.com/harbor-framework/harbor", harness="oracle",
+        harness_version="1.0.0", models=NO_MODEL)))
     with open(os.devnull, "w") as devnull:
         return upload(site.base, token, archive, meta, uuid.uuid4().hex, out=devnull)["id"]
 
@@ -239,7 +252,8 @@ def test_the_synthetic_judge_comes_up_when_docker_does_and_judges_what_waited(
         clone, tmp_path, docker_engine):
     """The engine's socket appears only after make run started (DOCKER_HOST names a link made
     later): the judge starts then, the site's processes get its address, `judge_pending` runs,
-    and the X-ray trial of an upload made before it is graded by the synthetic judge."""
+    and the X-ray trial of the Submit page's try-out (Harbor's oracle) uploaded before it is
+    graded by the synthetic judge; the try-out then ends in a published row, no restart."""
     engine = docker_engine["docker_host"].removeprefix("unix://")
     link = tmp_path / "docker.sock"
     site = Site(clone, DOCKER_HOST=f"unix://{link}")
@@ -251,7 +265,7 @@ def test_the_synthetic_judge_comes_up_when_docker_does_and_judges_what_waited(
         token = site.manage("issue_token", "late-docker").strip().splitlines()[-1]
         work = tmp_path / "work"
         work.mkdir()
-        pk = _upload(site, token, work, 1)
+        pk = _upload(site, token, work, 1, agent="oracle")
         time.sleep(5)
         link.symlink_to(engine)  # the newcomer starts Docker
         deadline = time.monotonic() + VERDICT_TIMEOUT_S
@@ -265,6 +279,15 @@ def test_the_synthetic_judge_comes_up_when_docker_does_and_judges_what_waited(
                     " ON t.benchmark_task_id = b.id WHERE t.submission_id = ? AND b.name LIKE "
                     "'xray-report-correction/%' AND t.judge_model != ''", pk)
         assert judged == [("hab-synthetic-judge",)], judged
+        # The try-out ends in a row: published by the site, unranked, labelled reference.
+        assert _status(site, pk) == "published", site.console()[-4000:]
+        entry = site.db("SELECT e.verification_level, e.success_rate FROM "
+                        "leaderboard_leaderboardentry e WHERE e.submission_id = ?", pk)
+        assert entry == [("reference", 1.0)], entry
+        with urllib.request.urlopen(f"{site.base}/?benchmark={SLUG}", timeout=30) as r:  # noqa: S310
+            page = r.read().decode()
+        apart = page.split('data-testid="unranked-table"')[1].split("</table>")[0]
+        assert ">Oracle (try-out)<" in apart and "reference run (not ranked)" in apart
         console = site.console()
         assert "make run: synthetic judge up at" in console, console[-4000:]
         assert "restarting web and workers with its address" in console, console[-4000:]

@@ -1,4 +1,4 @@
-"""The newcomer's whole journey on a fresh site, in a real browser (issue 9's "done when").
+"""The newcomer's whole journey on a fresh site, in a real browser.
 
 A site with nothing but what `make run` registers (sync_tasks) and a maintainer account. A
 logged-out visitor opens "Submit" from the navigation and copies the page's `harbor run`
@@ -10,10 +10,10 @@ site's judge: the project's synthetic judge, served by `manage.py serve_syntheti
 signs up, creates an API token on the account page, uploads the archive through the form, and
 follows the live status page until the verdict given by a REAL Celery worker verifying in
 Docker. The oracle is one of the site's own agents, so on this try-out version its run is a
-labelled reference run (issue 22, points 5 and 8): the status page, its verdict and the API say
-"reference run", with no model. The token reads the same status from the API. A maintainer
-signs in and opens it from the moderation queue, where it is labelled too; it cannot be
-published (a reference run is never ranked), and the synthetic leaderboard gets no row.
+labelled reference run: the status page, its verdict and the API say "reference run", with no
+model. The token reads the same status from the API. With its verdict the site publishes it
+itself (a try-out's reference run, never ranked): the try-out ends in a row of the synthetic
+leaderboard, listed apart from the ranked table as a reference run.
 
 The site's version asks for ATTEMPTS (1) attempt per task here, not the package's 3: the page
 renders `-k {{ attempts_per_task }}` from the version and intake and the leaderboard count against
@@ -46,7 +46,7 @@ SLUG = "healthagentbench-synthetic@1.0"
 HARBOR_TIMEOUT_S = float(os.environ.get("HARBOR_RUN_TIMEOUT_S", "480")) * 2
 VERDICT_TIMEOUT_S = 1500
 ATTEMPTS = 1  # per task, set on the registered version (see the module's docstring)
-TERMINAL = ("verified", "consistent", "discrepancy", "failed")
+TERMINAL = ("verified", "consistent", "discrepancy", "failed", "published")
 AGENT_NAME = "Oracle (reference solutions)"
 METADATA = {
     "agent_url": "https://github.com/harbor-framework/harbor",
@@ -238,7 +238,11 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
         except Exception as exc:  # noqa: BLE001 - say what the worker did
             raise AssertionError(f"no verdict on the status page: {exc}\n{worker.tail()}") from exc
         timings["verification"] = time.monotonic() - t0
-        verdict = page.locator('[data-field="status"]').inner_text()
+        # With a verdict of verified or consistent the site publishes the try-out itself.
+        page.locator('[data-field="status"]').filter(has_text="published").wait_for(
+            timeout=30_000)
+        page.reload()
+        verdict = page.locator('[data-field="verdict"]').inner_text()
         assert verdict in ("verified", "consistent"), (verdict, worker.tail())
         # The oracle's run on the try-out version: a labelled reference run, with no model.
         label = page.locator('[data-testid="reference-run"]').inner_text()
@@ -262,28 +266,19 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - live server
             doc = json.load(response)
         assert (doc["status"], doc["reference"], doc["kind"], doc["model"]) == (
-            verdict, True, "reference run", "reference run, no model")
+            "published", True, "reference run", "reference run, no model")
+        assert doc["coverage"]["verdict"] == verdict
 
-        # A maintainer opens it from the moderation queue: labelled, and not publishable.
-        maint = browser.new_page(viewport={"width": 1300, "height": 900})
-        maint.goto(base + "/accounts/login/")
-        maint.fill("input[name=username]", "maint")
-        maint.fill("input[name=password]", "pw-maint-123!")
-        maint.click("form.stack button[type=submit]")
-        maint.get_by_role("navigation", name="Account").get_by_role("link",
-                                                                    name="Moderation").click()
-        row = maint.locator('[data-testid="moderation"] tbody tr', has_text=AGENT_NAME)
-        assert row.count() == 1
-        assert "reference run, no model" in row.inner_text()
-        row.get_by_role("link", name=str(pk)).click()
-        assert maint.locator('[data-testid="publish"]').count() == 0
-        assert maint.locator('[data-testid="reference-not-publishable"]').inner_text() == (
-            "A reference run is never ranked: it cannot be published.")
-        assert maint.locator('[data-field="status"]').inner_text() == verdict
-
-        # Nothing on the synthetic leaderboard: a reference run is never ranked.
+        # The try-out ends in a row: on the synthetic leaderboard, listed apart from the ranked
+        # table as a reference run, with the site's verdict as the reason.
         page.goto(f"{base}/?benchmark={SLUG}")
-        assert page.locator("table.data tbody tr", has_text=AGENT_NAME).count() == 0
+        assert page.locator('[data-testid="leaderboard-table"] tbody tr',
+                            has_text=AGENT_NAME).count() == 0
+        row = page.locator('[data-testid="unranked-row"]', has_text=AGENT_NAME)
+        assert row.count() == 1
+        shown = row.inner_text()
+        assert "reference" in shown and f"reference run (not ranked): {verdict}" in shown, shown
+        assert "100.0%" in shown, shown
         assert problems == []
     # (The ORM after the browser: Playwright's sync API runs an event loop in this thread.)
     from leaderboard.models import LeaderboardEntry
@@ -292,7 +287,8 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
     sub = Submission.objects.get(pk=pk)
     trials = 7 * ATTEMPTS
     assert sub.owner.username == "newcomer"
-    assert sub.is_reference and sub.status == verdict and sub.published_at is None
+    assert sub.is_reference and sub.status == "published" and sub.published_at is not None
+    assert sub.events.filter(to_status="published", actor=None).count() == 1
     assert sub.agent.model.display_name == "reference run, no model"
     assert sub.trials.filter(verified_reward=1.0).count() == trials
     # The X-ray trials claimed no grade (no judge on the submitter's machine) and were graded
@@ -302,6 +298,7 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
     assert all("no_claimed_grade" in t.flags and "infra_unconfirmed" not in t.flags
                for t in xray), [t.flags for t in xray]
     assert not xray.filter(infra_confirmed=True).exists()
-    assert not LeaderboardEntry.objects.filter(submission=sub).exists()
+    entry = LeaderboardEntry.objects.get(submission=sub)
+    assert (entry.verification_level, entry.ranked) == ("reference", False)
     print(f"harbor (7 jobs x {ATTEMPTS} oracle trial(s)): {timings['harbor']:.0f} s; "
           f"verification to the verdict ({verdict}): {timings['verification']:.0f} s")

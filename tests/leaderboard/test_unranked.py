@@ -125,7 +125,7 @@ def test_the_page_lists_it_apart_below_the_ranked_table_with_the_reasons(three_a
     table = ranked.split('data-testid="leaderboard-table"', 1)[1]
     assert ">Alpha (M1)<" in table and ">Beta (M2)<" in table
     assert "Discrepant (M0)" not in table
-    assert "Not ranked: the site&#x27;s checks contradict the claims" in apart
+    assert "Not ranked: discrepancies and reference runs" in apart
     assert ">Discrepant (M0)<" in apart and html.escape(coverage_badge(DISCREPANCY)) in apart
     assert apart.count('data-testid="unranked-row"') == 1
     # The agent's own page says so instead of a rank.

@@ -108,7 +108,8 @@ def test_sign_up_token_upload_and_status_page(site, tmp_path):
 def test_the_try_outs_oracle_upload_lands_on_a_status_page_labelled_reference_run(site,
                                                                                   tmp_path):
     """The Submit page's try-out (Harbor's oracle on the synthetic version) through the form:
-    accepted as a reference run, and its status page says so (issue 22, point 8)."""
+    accepted as a reference run, and its status page says so and that the site will publish it
+    unranked."""
     archive, meta = _files(tmp_path, agent="oracle")
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1300, "height": 900})
@@ -133,7 +134,8 @@ def test_the_try_outs_oracle_upload_lands_on_a_status_page_labelled_reference_ru
         page.locator('[data-field="status"]').filter(has_text="queued").wait_for(timeout=15000)
         label = page.locator('[data-testid="reference-run"]').inner_text()
         assert label.startswith("reference run, no model: oracle, "), label
-        assert "never ranked: it cannot be published" in label
+        assert ("never ranked: on this try-out version the site publishes it itself, as an "
+                "unranked row, when its verdict is verified or consistent") in label, label
         assert page.locator('[data-testid="trials"] tbody tr').count() == 21
         assert problems == []
 

@@ -25,11 +25,13 @@ from django.test import Client
 
 from evaluation.models import AIModel, BenchmarkVersion, Harness
 from submissions.models import Submission, SubmissionStatus, Trial
+from submissions.publishing import tryout_reference_publish
 from submissions.services import (
     InvalidTransition,
     SubmissionError,
     submission_publish,
     submission_transition,
+    submission_verdict_record,
     token_issue,
 )
 from devtools.harbor_fixtures import HarborJobBuilder, build_metadata, edit_json
@@ -184,13 +186,33 @@ def test_only_a_maintainer_may_register_a_reference_run(
         True, "reference run", "reference run, no model")
     sub = Submission.objects.get(pk=doc["id"])
     assert sub.is_reference and sub.agent.model.slug == "reference-run-no-model"
-    assert sub.trials.count() == 21
+    assert sub.trials.count() == 21 and not sub.on_tryout_version
+
+    # A ranked version's reference run is never published, by anyone, whatever its verdict.
+    Submission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.VERIFIED)
+    sub.refresh_from_db()
+    client = Client()
+    client.force_login(maintainer)
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert "on a ranked version it cannot be published" in page
+    assert 'data-testid="publish"' not in page and "reference-not-publishable" in page
+    response = client.post(f"/submissions/{sub.pk}/publish/", follow=True)
+    shown = response.content.decode().split('data-testid="message">')[1].split("</div>")[0]
+    assert shown == (f"submission {sub.pk} is a reference run (oracle, no model) of a ranked "
+                     "version: reference runs are never ranked, so it cannot be published")
+    assert not tryout_reference_publish(submission=sub)
+    with pytest.raises(InvalidTransition, match="only on a try-out version"):
+        submission_transition(submission=sub, to_status=SubmissionStatus.PUBLISHED)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Submission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.PUBLISHED)
+    sub.refresh_from_db()
+    assert sub.status == "verified" and sub.published_at is None
 
 
 # ------------------------------------------------------------------ point 5: reference runs
 
 
-def test_the_oracle_on_the_try_out_version_is_a_reference_run_never_ranked(
+def test_the_oracle_on_the_try_out_version_is_a_reference_run_published_unranked(
         synthetic, tmp_path, owner, maintainer, django_capture_on_commit_callbacks):
     bv, tasks = synthetic
     assert bv.allows_reference_runs  # sync_tasks marks the synthetic benchmark as a try-out
@@ -206,35 +228,43 @@ def test_the_oracle_on_the_try_out_version_is_a_reference_run_never_ranked(
     assert AIModel.objects.filter(slug="none").count() == 0  # the metadata's "none" is not kept
     assert "a reference run (never ranked, no model)" in sub.events.last().note
 
-    # Its verdict (as verification would record it), then a maintainer tries to publish.
-    Submission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.VERIFIED)
-    client = Client()
-    client.force_login(maintainer)
-    page = client.get(f"/submissions/{sub.pk}/").content.decode()
-    label = page.split('data-testid="reference-run">')[1].split("</dd>")[0]
-    assert label.startswith("<strong>reference run</strong>, no model: <code>oracle</code>")
-    assert "never ranked: it cannot be published" in label
-    assert 'data-testid="publish"' not in page and "reference-not-publishable" in page
-    queue = client.get("/moderation/").content.decode()
-    assert "reference run, no model" in queue
-    response = client.post(f"/submissions/{sub.pk}/publish/", follow=True)
-    shown = response.content.decode().split('data-testid="message">')[1].split("</div>")[0]
-    assert shown == (f"submission {sub.pk} is a reference run (oracle, no model): reference "
-                     "runs are never ranked, so it cannot be published")
-    sub.refresh_from_db()
-    assert sub.status == "verified" and sub.published_at is None
-    with pytest.raises(SubmissionError, match="reference runs are never ranked"):
-        submission_publish(submission=sub, actor=maintainer)
-    with pytest.raises(InvalidTransition, match="reference run"):
-        submission_transition(submission=sub, to_status=SubmissionStatus.PUBLISHED)
-    with pytest.raises(IntegrityError), transaction.atomic():
-        Submission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.PUBLISHED)
-    from leaderboard.models import LeaderboardEntry
+    assert sub.on_tryout_version
 
-    assert not LeaderboardEntry.objects.filter(submission=sub).exists()
+    # A discrepancy stays for a maintainer; a verdict of verified or consistent is published by
+    # the site as verification records it (jobs._finish), unranked and labelled.
+    Submission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.DISCREPANCY)
+    sub.refresh_from_db()
+    assert not tryout_reference_publish(submission=sub)
+    Submission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.CONSISTENT)
+    assert submission_verdict_record(submission_id=sub.pk)["verdict"] == "consistent"
+    sub.refresh_from_db()
+    assert tryout_reference_publish(submission=sub)
+    sub.refresh_from_db()
+    assert sub.status == "published" and sub.published_at is not None
+    assert sub.events.last().actor is None
+    assert sub.events.last().note == ("published by the site: a reference run on a try-out "
+                                      "version, shown unranked")
+    from leaderboard.models import LeaderboardEntry
+    from leaderboard.selectors import leaderboard_window, unranked_rows
+
+    entry = LeaderboardEntry.objects.get(submission=sub)
+    assert (entry.verification_level, entry.ranked, entry.rank) == ("reference", False, None)
+    assert entry.badge.startswith("reference run (not ranked): consistent, not verified")
+    assert entry.unranked_reason == entry.badge
+    assert [e.pk for e in unranked_rows(benchmark_version=bv)] == [entry.pk]
+    assert leaderboard_window(benchmark_version=bv, ranked=True)[1] == 0
+    page = Client().get(f"/?benchmark={bv.slug}").content.decode()
+    listed = page.split('data-testid="unranked-table"')[1].split("</table>")[0]
+    assert "reference run (not ranked)" in listed and ">reference</span>" in listed
+    import csv as csvlib
+
+    response = Client().get(f"/leaderboard.csv?benchmark={bv.slug}")
+    rows = list(csvlib.DictReader(io.StringIO(b"".join(response).decode())))
+    assert [(r["verification_level"], r["ranked"], r["rank"]) for r in rows] == [
+        ("reference", "false", "")], rows
     # The owner's API says so too.
     doc = Client(HTTP_AUTHORIZATION=f"Token {token}").get(f"/api/v1/submissions/{sub.pk}/").json()
-    assert (doc["status"], doc["reference"], doc["kind"]) == ("verified", True, "reference run")
+    assert (doc["status"], doc["reference"], doc["kind"]) == ("published", True, "reference run")
 
 
 def test_the_clients_verdict_line_says_reference_run():
