@@ -31,7 +31,6 @@ from django.test import Client
 from devtools.harbor_fixtures import (
     HarborJobBuilder,
     build_metadata,
-    default_output_path,
     edit_json,
 )
 from evaluation.models import BenchmarkVersion
@@ -137,16 +136,6 @@ def _verify(pk: int) -> Submission:
     return Submission.objects.get(pk=pk)
 
 
-def _output(oracle: dict, task: str) -> bytes | dict:
-    """The oracle's output of ``task`` as HarborJobBuilder takes it (a file or a directory)."""
-    path = default_output_path(task)
-    src = oracle[task] / path.strip("/")
-    if path.endswith("/"):
-        return {p.relative_to(src).as_posix(): p.read_bytes()
-                for p in src.rglob("*") if p.is_file()}
-    return src.read_bytes()
-
-
 def _meta(**changes) -> dict:
     return build_metadata(**{
         "agent_display_name": "Red team (stub)", "agent_org_display_name": "Red team",
@@ -178,7 +167,8 @@ def test_v1_cost_shrunk_sample(site, oracle, tmp_path):
     the re-run at 100 / 34 = 2 trials. The site sizes the sample from its own estimate: all 7
     tasks are re-run, the reported costs are flagged both ways, and the failing re-runs
     against 21 passes of the site's grading are a discrepancy."""
-    job = _job(site, tmp_path / "run", "cost", outputs={t: _output(oracle, t) for t in site})
+    job = _job(site, tmp_path / "run", "cost",
+               outputs={t: vs.oracle_output(oracle, t) for t in site})
     for i, trial in enumerate(job.all_trials()):
         edit_json(trial / "result.json",
                   lambda d, c=34.0 if i == 0 else 0.0: d["agent_result"].update(cost_usd=c))
@@ -200,7 +190,7 @@ def test_v2_fabricated_xray_passes_without_a_claimed_grade(site, oracle, tmp_pat
     passes. The re-runs are compared with those passes, not with the claims: a discrepancy,
     and no failing re-run raises a trial's level."""
     rewards = {t: ([None] * 3 if t == XRAY else [0.0] * 3) for t in site}
-    _job(site, tmp_path / "run", "xray", outputs={t: _output(oracle, t) for t in site},
+    _job(site, tmp_path / "run", "xray", outputs={t: vs.oracle_output(oracle, t) for t in site},
          rewards=rewards)
     doc = _upload(tmp_path / "run", _meta(), _account("xray"))
     assert doc["status"] == "queued", doc.get("problems")
@@ -231,7 +221,8 @@ def test_v4_custom_agent_class_named_as_a_stock_harness(site, oracle, tmp_path):
     """A subclass whose name() says terminus-2, loaded by import path: never re-run as the
     stock harness; the submission says why it cannot be verified, and whose reason it is."""
     custom = "red_team.agents:CheatingTerminus2"
-    job = _job(site, tmp_path / "run", "custom", outputs={t: _output(oracle, t) for t in site})
+    job = _job(site, tmp_path / "run", "custom",
+               outputs={t: vs.oracle_output(oracle, t) for t in site})
     for trial in job.all_trials():
         for name, where in (("config.json", lambda d: d["agent"]),
                             ("result.json", lambda d: d["config"]["agent"]),
@@ -252,7 +243,7 @@ def test_v5_rerolled_archive_is_linked_and_its_evidence_pooled(site, oracle, tmp
     ids and trajectories, given the same sample, the re-runs already made instead of fresh
     draws, and the discrepancy of the first."""
     settings.VERIFICATION_CHECKS = ["rerun"]  # the claims stand as the site's outcomes here
-    _job(site, tmp_path / "run", "reroll", outputs={t: _output(oracle, t) for t in site})
+    _job(site, tmp_path / "run", "reroll", outputs={t: vs.oracle_output(oracle, t) for t in site})
     first = _upload(tmp_path / "run", _meta(), _account("roller"))
     assert first["status"] == "queued", first.get("problems")
     one = _verify(first["id"])
@@ -303,7 +294,7 @@ def test_v7_fakes_spread_one_per_task(site, oracle, tmp_path):
     claims move by one pass only, which a test stratified by task barely sees. On this
     benchmark no design reaches the power floor, so it can never be verified, and its failing
     re-runs leave the last look short of "consistent"."""
-    outputs = {t: _output(oracle, t) for t in site}
+    outputs = {t: vs.oracle_output(oracle, t) for t in site}
     job = _job(site, tmp_path / "run", "spread", outputs=outputs,
                rewards={t: [1.0, 0.0, 0.0] for t in site})
     for task in site:  # attempts 2 and 3 keep their honest, wrong output
@@ -326,7 +317,7 @@ def test_v8_opt_out_by_version_string(site, oracle, tmp_path):
     """A harness version the site does not run exactly: not re-run, never verified, and the
     badge says the reason is the submission's, not the site's."""
     builder = HarborJobBuilder(site, agent="terminus-2", model=MODEL, job_name="version",
-                               outputs={t: _output(oracle, t) for t in site})
+                               outputs={t: vs.oracle_output(oracle, t) for t in site})
     builder.version = "2.0.1"
     builder.build(tmp_path / "run")
     doc = _upload(tmp_path / "run", _meta(harness_version="2.0.1"), _account("version"))

@@ -32,6 +32,7 @@ from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 from evaluation.task_specs import package_digest
 from submissions.client import upload
 from tests.clone_support import fresh_clone
+from tests.evaluation import verification_support as vs
 
 pytestmark = [pytest.mark.docker, pytest.mark.makerun]
 
@@ -124,9 +125,11 @@ NO_MODEL = [{"model_name": "none", "model_provider": "none", "model_display_name
              "model_org_display_name": "none"}]
 
 
-def _upload(site: Site, token: str, work: Path, n: int, agent: str = "codex") -> int:
+def _upload(site: Site, token: str, work: Path, n: int, agent: str = "codex",
+            outputs: dict | None = None) -> int:
     """A Harbor run of every synthetic task (one attempt each), as the upload client sends it;
-    ``agent="oracle"``: the Submit page's try-out (Harbor's oracle, no model, no trajectory)."""
+    ``agent="oracle"``: the Submit page's try-out (Harbor's oracle, no model, no trajectory),
+    with ``outputs`` the oracle's real outputs."""
     tasks = {}
     for toml in sorted((site.clone / "tasks").glob("*/*/task.toml")):
         name = f"{toml.parent.parent.name}/{toml.parent.name}"
@@ -136,7 +139,7 @@ def _upload(site: Site, token: str, work: Path, n: int, agent: str = "codex") ->
     oracle = agent == "oracle"
     job = HarborJobBuilder(tasks, attempts=1, agent=agent,
                            model=None if oracle else "openai/gpt-5.5",
-                           job_name=f"2026-12-07__10-00-{n:02d}").build(root)
+                           job_name=f"2026-12-07__10-00-{n:02d}", outputs=outputs).build(root)
     if oracle:  # Harbor's oracle writes agent/oracle.txt, no trajectory
         for trial in job.all_trials():
             (trial / "agent" / "trajectory.json").unlink()
@@ -265,7 +268,11 @@ def test_the_synthetic_judge_comes_up_when_docker_does_and_judges_what_waited(
         token = site.manage("issue_token", "late-docker").strip().splitlines()[-1]
         work = tmp_path / "work"
         work.mkdir()
-        pk = _upload(site, token, work, 1, agent="oracle")
+        oracle = vs.oracle_outputs(tmp_path / "oracle", only=[
+            f"{p.parent.parent.name}/{p.parent.name}"
+            for p in sorted((vs.REPO / "tasks").glob("*/synthetic_01/task.toml"))])
+        outputs = {t: vs.oracle_output(oracle, t) for t in oracle}
+        pk = _upload(site, token, work, 1, agent="oracle", outputs=outputs)
         time.sleep(5)
         link.symlink_to(engine)  # the newcomer starts Docker
         deadline = time.monotonic() + VERDICT_TIMEOUT_S

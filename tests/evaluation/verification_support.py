@@ -230,6 +230,19 @@ def oracle_outputs(out_root: Path, only: list[str] | None = None) -> dict[str, P
     return done
 
 
+def oracle_output(oracle: dict[str, Path], task: str) -> bytes | dict[str, bytes]:
+    """The oracle's output of ``task`` (from ``oracle_outputs``) as HarborJobBuilder takes it:
+    a file's bytes, or a directory's files by relative name."""
+    from devtools.harbor_fixtures import default_output_path
+
+    path = default_output_path(task)
+    src = oracle[task] / path.strip("/")
+    if path.endswith("/"):
+        return {p.relative_to(src).as_posix(): p.read_bytes()
+                for p in src.rglob("*") if p.is_file()}
+    return src.read_bytes()
+
+
 def _store_tree(prefix: str, rel: str, src: Path) -> list[str]:
     from django.core.files.base import ContentFile
     from django.core.files.storage import default_storage
