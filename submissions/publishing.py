@@ -32,18 +32,15 @@ def submission_publish(*, submission: Submission, actor, note: str = "published"
         raise SubmissionError(
             f"submission {submission.pk} is a reference run ({harness}, no model) of a ranked "
             "version: reference runs are never ranked, so it cannot be published")
-    waiting = sum(FLAG_AWAITING_JUDGE in (f or [])
-                  for f in submission.trials.values_list("flags", flat=True))
-    if waiting:
+    xray, trajectory = _awaiting(submission)
+    if xray:
         raise SubmissionError(
-            f"{waiting} trial{'' if waiting == 1 else 's'} await the X-ray judge: configure "
+            f"{xray} trial{'' if xray == 1 else 's'} await the X-ray judge: configure "
             "XRAY_JUDGE_URL and run `manage.py judge_pending` first")
-    waiting = sum(FLAG_AWAITING_TRAJECTORY_JUDGE in (f or [])
-                  for f in submission.trials.values_list("flags", flat=True))
-    if waiting:
+    if trajectory:
         raise SubmissionError(
-            f"{waiting} pass{'' if waiting == 1 else 'es'} await the trajectory judge: configure "
-            "TRAJECTORY_JUDGE_URL and run `manage.py judge_pending` first")
+            f"{trajectory} pass{'' if trajectory == 1 else 'es'} await the trajectory judge: "
+            "configure TRAJECTORY_JUDGE_URL and run `manage.py judge_pending` first")
     with transaction.atomic():
         submission = submission_transition(
             submission=submission, to_status=SubmissionStatus.PUBLISHED, actor=actor,
@@ -66,8 +63,14 @@ def tryout_reference_publish(*, submission: Submission) -> bool:
     if not (submission.is_reference and submission.on_tryout_version
             and submission.status in TRYOUT_PUBLISHED_VERDICTS):
         return False
-    flags = submission.trials.values_list("flags", flat=True)
-    if any({FLAG_AWAITING_JUDGE, FLAG_AWAITING_TRAJECTORY_JUDGE} & set(f or []) for f in flags):
+    if any(_awaiting(submission)):
         return False
     submission_publish(submission=submission, actor=None, note=TRYOUT_PUBLISH_NOTE)
     return True
+
+
+def _awaiting(submission: Submission) -> tuple[int, int]:
+    """How many trials await the X-ray judge and how many passes the trajectory judge."""
+    flags = [f or [] for f in submission.trials.values_list("flags", flat=True)]
+    return (sum(FLAG_AWAITING_JUDGE in f for f in flags),
+            sum(FLAG_AWAITING_TRAJECTORY_JUDGE in f for f in flags))
