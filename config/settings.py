@@ -219,7 +219,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # message no process can start. Redis emulates prefetch in the client, and after a reconnect (a
 # broker restart while a job runs) the running job's message no longer counts: a busy worker
 # then took the next job's message and, if SIGKILLed, left it unacknowledged until the
-# visibility timeout (issue 30). Celery's disable_prefetch (Redis only) fetches a message only
+# visibility timeout. Celery's disable_prefetch (Redis only) fetches a message only
 # when a pool process is free.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_DISABLE_PREFETCH = CELERY_BROKER_URL.startswith(("redis", "rediss"))

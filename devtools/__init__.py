@@ -1,4 +1,4 @@
-"""Developer tooling, kept out of the runtime apps (house style HS44; issue 24, point 5).
+"""Developer tooling, kept out of the runtime apps (house style HS44).
 
 Benchmarks (``bench/`` and the ``bench_*`` commands), the chaos soak (``chaos_soak``), the
 statistics simulation (``simulation.py``, ``simulate_stats``: it writes the tables under

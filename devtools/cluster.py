@@ -1,4 +1,4 @@
-"""The several-machine deployment on one machine (issue 25): PostgreSQL, Redis and an S3 store
+"""The several-machine deployment on one machine: PostgreSQL, Redis and an S3 store
 (moto's server mode) shared by a web host (gunicorn), an intake host (intake + web queues and the
 one beat) and evaluation hosts, each with its own Docker engine and its own worker.
 

@@ -1,4 +1,4 @@
-"""The statistics across plausible benchmarks (issue 26): ``simulate_stats --only robustness``.
+"""The statistics across plausible benchmarks: ``simulate_stats --only robustness``.
 
 The committed simulation (``devtools/simulation.py``) draws boards from the shape fitted to the
 reconstructed paper data, whose agent-by-task interaction fits to 0: the reconstruction gives

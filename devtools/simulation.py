@@ -1,4 +1,4 @@
-"""Monte Carlo check of the leaderboard's statistics (issue 14): ``manage.py simulate_stats``.
+"""Monte Carlo check of the leaderboard's statistics: ``manage.py simulate_stats``.
 
 A developer tool (devtools): it writes the tables under ``leaderboard/data/`` that the methods
 page reads through ``leaderboard.simulation_results`` (their vocabulary lives there).
@@ -225,7 +225,7 @@ class Row:
     n: int
 
 
-# The estimators compared: the interval before and after issue 14, the tie rule before and after.
+# The estimators compared: the interval before and after its review, the tie rule before and after.
 # An interval is called with (per-task (successes, attempts), per-task category).
 INTERVALS = {
     INTERVAL_BEFORE: lambda per_task, strata: stats.clustered_rate(per_task),
@@ -398,7 +398,7 @@ def format_table(rows: list[Row]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The re-run design (issue 22, point 4): detection, false alarms and cost on simulated
+# The re-run design: detection, false alarms and cost on simulated
 # submissions, with the design's own engine (submissions.verification.design)
 # ---------------------------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ from evaluation.harness_versions import same_version
 
 BUILTIN = ("oracle", "nop", "replay")
 # The site's own agents: the site runs them itself (as references, or to replay a submission);
-# they are never a submitter's harness (issue 22, point 5). An upload naming one is refused,
+# they are never a submitter's harness. An upload naming one is refused,
 # unless it is accepted as a labelled reference run (submissions.harbor_intake).
 SITE_AGENTS = frozenset(BUILTIN)
 

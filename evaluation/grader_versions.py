@@ -24,7 +24,7 @@ DIGESTS_FILE = Path(__file__).resolve().parent / "grader_versions.json"
 # The command line and the shared kit every grader runs on.
 SHARED = ("graders/__main__.py", "grading.py")
 # The judge client and its prompt, each hashed under the path it had when the digests were
-# committed (evaluation/graders/): they moved to evaluation/judge/ byte for byte (issue 24), and a
+# committed (evaluation/graders/): they moved to evaluation/judge/ byte for byte, and a
 # move that changes no byte must not change a grade's version. A new file gets its own path.
 JUDGE = {"graders/judge.py": "judge/client.py",
          "graders/xray_judge_prompt.txt": "judge/xray_judge_prompt.txt"}

@@ -1,4 +1,4 @@
-"""Link-preview cards (Open Graph / Twitter, issue 28 point 5): 1200 x 630 PNG images the site
+"""Link-preview cards (Open Graph / Twitter): 1200 x 630 PNG images the site
 renders from its own figures, for the leaderboard and each agent. Pillow with its bundled
 FreeType font; pure functions of the entries, cached by the views with the aggregates."""
 

@@ -33,7 +33,7 @@ def _pct(v: float | None) -> str:
 
 def _interval(e) -> tuple[float, float, str]:
     """(low, high, hover text) of an entry's 95% interval; a reconstructed row's is the
-    envelope across reconstructions (issue 26: its lowest lower and highest upper bound)."""
+    envelope across reconstructions (its lowest lower and highest upper bound)."""
     s = reconstruction_spread.for_entry(e)
     if s is None:
         return e.ci_low, e.ci_high, f"95% CI {_pct(e.ci_low)}–{_pct(e.ci_high)}"

@@ -81,7 +81,7 @@ class LeaderboardEntry(BaseModel):
     badge = models.TextField(blank=True)
     reconstructed = models.BooleanField(default=False)
     submitted_on = models.DateField(null=True)
-    # The entry's task cells, one row per entry (issue 12; the matrix used to be one row per
+    # The entry's task cells, one row per entry (the matrix used to be one row per
     # entry x task): the tasks the submission has trials on (pks, ascending, comma-separated),
     # and aligned with them the site's outcome codes of each cell in attempt order (one letter
     # per attempt: P passed, F failed, T timeout, E agent error, I infrastructure error) and the

@@ -1,4 +1,4 @@
-"""The agent rows of the aggregate rebuild, set-based (issue 12): called by
+"""The agent rows of the aggregate rebuild, set-based: called by
 ``services.leaderboard_recompute`` inside its transaction, for every agent or a few.
 
 1. PostgreSQL: one ``GROUP BY (submission, task)`` over the trials of the latest published

@@ -1,4 +1,4 @@
-"""The reconstructed board's seed spread, as the pages, CSVs and API read it (issue 26).
+"""The reconstructed board's seed spread, as the pages, CSVs and API read it.
 
 The paper's per-trial outcomes are a reconstruction: the successes of every (agent, category)
 are pinned by the integer program, but how they spread over tasks is one seeded draw. The

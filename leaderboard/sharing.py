@@ -1,4 +1,4 @@
-"""What a team shows of its result elsewhere (issue 28, point 5): an SVG badge for a README and a
+"""What a team shows of its result elsewhere: an SVG badge for a README and a
 citation (BibTeX and CFF), each the site's own finding for one agent on one benchmark version
 (rate, 95% interval, verification level), never the submitter's claim. Pure functions of a
 LeaderboardEntry; the views cache them with the version's aggregates."""

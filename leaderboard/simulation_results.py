@@ -1,8 +1,8 @@
 """The committed results of the statistics simulation, as the methods page reads them.
 
 ``manage.py simulate_stats`` (``devtools/simulation.py``, a developer tool, not installed in
-production) writes ``leaderboard/data/simulation.csv`` (issue 14: the interval, the tie rule,
-pass@k) and ``leaderboard/data/rerun_design.csv`` (issue 22: the re-run design). This module is
+production) writes ``leaderboard/data/simulation.csv`` (the interval, the tie rule,
+pass@k) and ``leaderboard/data/rerun_design.csv`` (the re-run design). This module is
 the runtime half: the files' place and vocabulary (columns, estimator and scenario labels) and
 their grouping for the methods page. No numpy or scipy; the generator imports it, never the
 reverse.
@@ -25,7 +25,7 @@ CSV_COLUMNS = ("metric", "scenario", "estimator", "value", "mc_se", "truth", "n"
 ATTEMPTS = 3
 GAP_BASE = 0.30
 EQUAL_RATE = 0.30
-# The estimators compared: the interval before and after issue 14, the tie rule before and after.
+# The estimators compared: the interval before and after its review, the tie rule before and after.
 INTERVAL_BEFORE = "task-clustered Wilson (before)"
 INTERVAL_SITE = "task-clustered Wilson, stratified by category (site)"
 TIE_BEFORE = "paired t vs leader, Bonferroni over all pairs (before)"
@@ -109,7 +109,7 @@ def committed_table(path: Path | None = None) -> dict:
         "board_split_before": pick("equal agents split", TIE_BEFORE).get(BOARD_SPLIT_SCENARIO),
         "bias": biases,
         "max_bias_complete": max(abs(b["bias"]) for b in biases if "lost" not in b["scenario"]),
-        # issue 26: every figure the page's prose quotes comes from the table
+        # Every figure the page's prose quotes comes from the table
         "coverage_before_max": max(c["before"] for c in coverage),
         "lost_pass_at_min": min(b["bias"] for b in biases
                                 if "lost" in b["scenario"] and b["metric"] == "pass@k bias"),
@@ -119,7 +119,7 @@ def committed_table(path: Path | None = None) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# The re-run design (issue 22, point 4)
+# The re-run design
 # ---------------------------------------------------------------------------------------------
 
 def inflated_scenario(points: float, *, spread: bool = False) -> str:

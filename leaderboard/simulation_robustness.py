@@ -1,4 +1,4 @@
-"""The statistics across plausible benchmarks (issue 26), as the methods page reads them.
+"""The statistics across plausible benchmarks, as the methods page reads them.
 
 ``manage.py simulate_stats --only robustness`` (``devtools/robustness.py``) adds to the committed
 ``leaderboard/data/simulation.csv`` rows measuring the site's interval and tie rule on a grid of

@@ -165,7 +165,7 @@ LEADERBOARD = TableSpec("leaderboard", "LeaderboardRow", (
     Column("unranked_reason", TEXT, lambda e: e.unranked_reason,
            help="why the row is not ranked, in the site's words (its badge); empty when "
                 "ranked"),
-    # issue 26: a reconstructed row's seeded figures across reconstructions (null otherwise)
+    # A reconstructed row's seeded figures across reconstructions (null otherwise)
     *_spread_columns(
         reconstruction_spread.LEADERBOARD_COLUMNS, reconstruction_spread.leaderboard_columns,
         {"tie_group_shares": (TEXT, "reconstructed rows: share of reconstructions placing the "
@@ -206,7 +206,7 @@ CATEGORIES = TableSpec("categories", "CategoryRow", (
     Column("ci_low", FLOAT, lambda s: _r(s.result.ci_low)),
     Column("ci_high", FLOAT, lambda s: _r(s.result.ci_high)),
     Column("provenance", TEXT, lambda s: _prov(s.entry)),
-    # issue 26: the interval's bounds across reconstructions (null on real rows)
+    # The interval's bounds across reconstructions (null on real rows)
     *_spread_columns(reconstruction_spread.CATEGORY_COLUMNS,
                      lambda s: reconstruction_spread.category_columns(s.entry, s.category.slug),
                      {}),

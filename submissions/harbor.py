@@ -89,7 +89,7 @@ MAX_TRIALS = 5000
 MAX_MESSAGE_CHARS = 2000
 MAX_NAME_CHARS = 1000
 
-# The Harbor releases whose job directories the site accepts (issue 27, point 3). Every release
+# The Harbor releases whose job directories the site accepts. Every release
 # in TESTED_HARBOR_RELEASES ran the oracle and a failing scripted agent over the synthetic tasks
 # and its jobs were uploaded and verified (tests/submissions/test_harbor_releases.py, marker
 # harbor_releases); the figures are in docs/submitting.md#harbor-releases. Older releases are

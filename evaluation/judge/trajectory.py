@@ -1,7 +1,7 @@
 """The trajectory judge: an LLM reads every counted pass's trajectory for reward hacking.
 
-Terminal-Bench has an LLM judge read every passing trajectory; this is the site's (issue 23
-point 4). The judge is the OpenAI-compatible endpoint of settings TRAJECTORY_JUDGE_URL /
+Terminal-Bench has an LLM judge read every passing trajectory; this is the site's.
+The judge is the OpenAI-compatible endpoint of settings TRAJECTORY_JUDGE_URL /
 TRAJECTORY_JUDGE_MODEL / TRAJECTORY_JUDGE_API_KEY, asked with the versioned system prompt
 trajectory_judge_prompt.txt (PROMPT_VERSION; tests/evaluation/test_trajectory_judge.py pins its
 digest). Its answer is structured and checked here, never trusted as prose:

@@ -3,8 +3,8 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     """BenchmarkVersion.allows_reference_runs: a try-out version, where an upload of one of the
-    site's own agents (oracle, nop, replay) is accepted as a labelled reference run (issue 22,
-    point 5). sync_tasks sets it from the version's manifest (the synthetic benchmark's says
+    site's own agents (oracle, nop, replay) is accepted as a labelled reference run.
+    sync_tasks sets it from the version's manifest (the synthetic benchmark's says
     true); every version registered before defaults to false until the next sync."""
 
     dependencies = [

@@ -1,4 +1,4 @@
-"""How the reconstructed board's figures move with the reconstruction's seed (issue 26).
+"""How the reconstructed board's figures move with the reconstruction's seed.
 
 The integer program (``reconstruct.solve_successes``) pins every agent's successes in every
 category: the pooled, per-category and imaging/text rates are the same for every seed. How those

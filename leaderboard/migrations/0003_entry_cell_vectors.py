@@ -1,4 +1,4 @@
-"""Task cells move into their entry (issue 12): one row per entry instead of one per entry x
+"""Task cells move into their entry: one row per entry instead of one per entry x
 task, and the per-task rates as float64 bytes instead of JSON. Derived data: the next publish
 or ``leaderboard_recompute`` rebuilds every entry once (entries without vectors trigger it)."""
 

@@ -1,5 +1,5 @@
 """Each entry keeps a digest of what the rebuild wrote on it and its category rows, so a
-rebuild rewrites only the rows whose numbers changed (issue 12). Existing rows get "", which no
+rebuild rewrites only the rows whose numbers changed. Existing rows get "", which no
 rebuild computes: the first rebuild after this migration rewrites each of them once."""
 
 from django.db import migrations, models

@@ -139,7 +139,7 @@ def points(value) -> str:
 
 @register.filter
 def seed_spread(entry):
-    """A reconstructed entry's figures across reconstructions (issue 26), else None. Read from
+    """A reconstructed entry's figures across reconstructions, else None. Read from
     the committed file once per process: no query, no reconstruction."""
     return reconstruction_spread.for_entry(entry)
 
@@ -166,7 +166,7 @@ def reconstructions_count() -> int | None:
 @register.filter
 def interval(entry) -> str:
     """"[lo, hi]" of an entry's 95% interval; a reconstructed row's bounds as their ranges
-    across reconstructions (issue 26)."""
+    across reconstructions."""
     s = reconstruction_spread.for_entry(entry)
     if s is None:
         return f"[{format_pct(entry.ci_low)}, {format_pct(entry.ci_high)}]"

@@ -275,7 +275,7 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
             published.add(job.pk)
         # Pending jobs to publish again: never published (the broker was down); published long
         # ago (a message lost behind a long queue); or published a while ago while the queue
-        # now holds no ready message (issue 30). A pending job's message is then out of the
+        # now holds no ready message. A pending job's message is then out of the
         # queue, and no worker started it: the worker holding it died (a prefetched message
         # of a SIGKILLed worker waits for the broker's visibility timeout) or holds it for a
         # retry's countdown. Either way a new copy costs one no-op claim at most (R2), and a

@@ -1,4 +1,4 @@
-"""An OCI registry and a second Docker engine for the registry tests (issue 27).
+"""An OCI registry and a second Docker engine for the registry tests.
 
 - ``ImageRegistry``: Debian's ``docker-registry`` (the CNCF distribution server, 2.8) serving a
   temporary directory on a free loopback port (the Docker engines treat 127.0.0.0/8 as an

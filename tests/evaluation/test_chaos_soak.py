@@ -1,6 +1,6 @@
 """The chaos soak command: a real worker, a throwaway PostgreSQL cluster and Redis broker,
 Docker. The short run is part of `make test`; the long one (3 seeds, 10 submissions and 15 kills
-each; issue 30) is marked `soak`: `make test` deselects it and .ci/run runs it (`-m soak`). Figures are in
+each) is marked `soak`: `make test` deselects it and .ci/run runs it (`-m soak`). Figures are in
 docs/reliability.md."""
 
 import os
@@ -54,7 +54,7 @@ def test_r1_r6_r7_chaos_soak_short_run_loses_and_duplicates_nothing(docker_engin
     submission is verified exactly once; nothing lost, duplicated or stuck; no container
     and no work directory of a killed worker left behind; no submission waited 3 reaper intervals with the worker idle. The shared
     PostgreSQL and Redis are not touched (throwaway instances).
-    R19 (issue 29): it runs from a checkout the ``postgres`` user cannot traverse (the
+    R19: it runs from a checkout the ``postgres`` user cannot traverse (the
     throwaway cluster lives in a temporary directory that user owns)."""
     if os.geteuid() == 0:
         denied = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x",
@@ -72,7 +72,7 @@ def test_r1_r6_r7_chaos_soak_short_run_loses_and_duplicates_nothing(docker_engin
 @pytest.mark.soak
 @pytest.mark.parametrize("seed", [21, 22, 23])
 def test_r15_chaos_soak_long_run_no_submission_waits_on_an_idle_worker(docker_engine, seed):
-    """R15 (issue 30): 10 submissions, 15 SIGKILLs of the worker at random points, a broker
+    """R15: 10 submissions, 15 SIGKILLs of the worker at random points, a broker
     and a PostgreSQL restart: no submission waits 3 reaper intervals with no worker on it while
     the worker is up and idle (a prefetched or lost message is published again within about
     two), and the soak ends with nothing lost, duplicated, stuck or leaked."""

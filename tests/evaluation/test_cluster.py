@@ -1,4 +1,4 @@
-"""The several-machine deployment, for real, on one machine (issue 25; `manage.py cluster
+"""The several-machine deployment, for real, on one machine (`manage.py cluster
 batch`, devtools/cluster.py): a web host (gunicorn), an intake host and two evaluation hosts,
 each in a network namespace of its own with its own hostname, the evaluation hosts each with
 their own Docker engine, sharing only PostgreSQL, Redis and an S3 store (moto's server mode) by

@@ -1,4 +1,4 @@
-"""The second isolation boundary (issue 29): on the engine scripts/ensure-docker sets up, a
+"""The second isolation boundary: on the engine scripts/ensure-docker sets up, a
 container's uid 0 is not the host's uid 0 (user-namespace remapping), seen from inside a replay
 container; each kind of container's isolation is stated in words; and worker_health warns where
 the kernel is shared."""

@@ -221,7 +221,7 @@ def _assert_consistent(sub, job, n_trials):
     j = VerificationJob.objects.get(pk=job.pk)
     sub.refresh_from_db()
     checks = list(TrialCheck.objects.filter(job=job, kind="regrade"))
-    # Re-grade only: the clean verdict is "consistent" (no pass replayed or re-run; issue 8).
+    # Re-grade only: the clean verdict is "consistent" (no pass replayed or re-run).
     assert j.status == "done" and j.verdict == "consistent", (j.status, j.verdict, j.last_error)
     assert sub.status == "consistent" and not sub.is_verified
     assert len(checks) == n_trials == sub.trials.count()  # exactly one set of check rows

@@ -89,7 +89,7 @@ def test_malformed_submission_exits_2_naming_the_problem(event_files, content, p
 
 
 def test_scores_of_extra_patients_are_graded_not_rejected(event_files):
-    """Grader review (issue 8): a score for a patient outside the answer is ignored, not an error."""
+    """Grader review: a score for a patient outside the answer is ignored, not an error."""
     answer, submission = event_files
     write(submission, {"predictions": {"p1": 0.8, "p2": 0.5, "p3": 0.5, "p4": 0.2, "p5": 0.1,
                                        "zz": 0.3}})

@@ -198,7 +198,7 @@ def test_pathology_malformed_submission(tmp_path, submission, problem):
 
 
 def test_pathology_tiles_outside_the_grid_are_false_positives_not_invalid(tmp_path):
-    """Grader review (issue 8): a tile outside the grid is a wrong answer, graded as one."""
+    """Grader review: a tile outside the grid is a wrong answer, graded as one."""
     answer = {"grid": GRID, "tumor_tiles": [[r, c] for r in range(5) for c in range(2)]}
     one_off = run(tmp_path, "pathology-tumor-region", answer,
                   {"tumor_tiles": answer["tumor_tiles"] + [[10, 0]]})
@@ -264,7 +264,7 @@ def test_ct_malformed(tmp_path, labels, problem):
 
 
 def test_ct_a_label_for_an_unlisted_abnormality_is_ignored_not_invalid(tmp_path):
-    """Grader review (issue 8): saying more than asked does not reject a right labelling."""
+    """Grader review: saying more than asked does not reject a right labelling."""
     sub = {"labels": {**CT_ANSWER["labels"], "Cardiomegaly": "no"}}
     result = run(tmp_path, "ct-abnormality-classification", CT_ANSWER, sub)
     assert result.passed and result.metrics["extra_findings"] == 1
@@ -343,7 +343,7 @@ def test_audit_malformed(tmp_path, flagged, problem):
 
 
 def test_audit_a_flagged_row_of_a_clean_table_is_a_false_positive_without_a_tables_list(tmp_path):
-    """Grader review (issue 8): without "tables" in the answer, a row flagged in a table that has
+    """Grader review: without "tables" in the answer, a row flagged in a table that has
     no errors was an input error (the grade was invalid); it is a false positive."""
     result = run(tmp_path, "ehr-data-quality-audit", {"error_rows": rows(1)},
                  {"flagged_rows": rows(1) + rows(1, table="patients")})
@@ -408,7 +408,7 @@ def test_trials_partial_recall_empty_and_unknown(tmp_path):
     assert not partial.passed and partial.metrics["recall_at_50"] == 0.75
     empty = run(tmp_path, "clinical-trial-matching", answer, {"ranked_trials": []})
     assert not empty.passed
-    # Grader review (issue 8): an id outside the corpus is a wrong id, graded (it used to make
+    # Grader review: an id outside the corpus is a wrong id, graded (it used to make
     # the grade invalid).
     unknown = run(tmp_path, "clinical-trial-matching", answer,
                   {"ranked_trials": ["A", "Z", "B", "C", "D"]})
@@ -488,7 +488,7 @@ def test_missing_prediction_fails_and_extra_patients_are_ignored(tmp_path):
     assert result.metrics["auroc"] == 1.0 - 0.5 / 4  # still reported over the scored patients
     empty = run(tmp_path, "ehr-event-modeling", event_answer(0.5), {"predictions": {}})
     assert not empty.passed and "auroc" not in empty.metrics
-    # Grader review (issue 8): scores for patients who are not held out (the training patients,
+    # Grader review: scores for patients who are not held out (the training patients,
     # say) used to make the grade invalid; they are ignored.
     extra = run(tmp_path, "ehr-event-modeling", event_answer(0.5),
                 {"predictions": {**EVENT_SCORES, "p9": 0.3}})

@@ -340,7 +340,7 @@ def test_unbaked_installed_agents_say_why(settings):
     agent, why = agents.resolve_site_agent("goose", harness_version="1.0.0")
     assert agent is None and "installs itself from the internet" in why
     # OpenHands is baked at 1.6.0; Harbor's unpinned install (1.11.0) cannot run its agent, and
-    # the badge says so (issue 23).
+    # the badge says so.
     settings.VERIFICATION_HARBOR_AGENTS = {"openhands": []}
     agent, why = agents.resolve_site_agent(
         "openhands", harness_version="1.11.0",
@@ -349,7 +349,7 @@ def test_unbaked_installed_agents_say_why(settings):
     assert why == ("harness version 1.11.0 not built (openhands: the site's layer is 1.6.0; "
                    "openhands-ai 1.7.0 and later no longer ship openhands.core.main, which "
                    "Harbor's openhands agent runs)")
-    # A baked CLI at a version the site has no layer for says which one it has (issue 23).
+    # A baked CLI at a version the site has no layer for says which one it has.
     settings.VERIFICATION_HARBOR_AGENTS = {"claude-code": []}
     agent, why = agents.resolve_site_agent(
         "claude-code", harness_version="2.1.0",

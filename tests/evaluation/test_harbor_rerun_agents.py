@@ -37,7 +37,7 @@ def test_harbor_agent_needs_accepted_version_and_site_endpoint(harbor_settings):
 
 
 def test_baked_cli_needs_its_layer_version_and_an_endpoint_in_its_api(harbor_settings):
-    """S12 (issue 23): the submission's harness version selects the layer; a version with none is
+    """S12: the submission's harness version selects the layer; a version with none is
     "harness version X not built"; a CLI is run only against a site endpoint in its API."""
     harbor_settings.VERIFICATION_HARBOR_AGENTS = {"codex": [], "claude-code": [],
                                                   "copilot-cli": []}
@@ -92,7 +92,7 @@ def test_npm_layer_is_pinned_by_an_integrity_lock():
 
 
 def test_openhands_layer_has_its_own_python_and_a_hashed_offline_lock(harbor_settings):
-    """OpenHands (issue 23): openhands-ai 1.6.0 (the newest with openhands.core.main, which
+    """OpenHands: openhands-ai 1.6.0 (the newest with openhands.core.main, which
     Harbor's agent runs) in Harbor's venv path, on the layer's own CPython 3.12, installed
     offline from a lock whose every package is hashed; Harbor's recorded version text
     ("OpenHands version: 1.6.0") selects the layer."""

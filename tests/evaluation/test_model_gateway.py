@@ -132,7 +132,7 @@ def _gateway_for(tmp_path, stub, paths, auth_header="Authorization", auth_value=
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_gateway_speaks_each_api_and_counts_the_providers_tokens(tmp_path, stream):
-    """Issue 23 point 2: Chat Completions, Responses (Codex) and Anthropic Messages (Claude
+    """Chat Completions, Responses (Codex) and Anthropic Messages (Claude
     Code), streamed or not, pass through the gateway unchanged, and the gateway logs the tokens
     the provider's reply reported (the re-run's cost is the site's own figure)."""
     from evaluation.runner.egress import gateway_tokens

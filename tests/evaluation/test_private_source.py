@@ -1,4 +1,4 @@
-"""A second benchmark version from a private task source (issue 9, "task sources").
+"""A second benchmark version from a private task source ("task sources").
 
 A temporary directory stands in for the licensed tasks present only on evaluation machines: one
 package (a copy of the synthetic CT task whose hidden answer carries a canary string) and its

@@ -1,4 +1,4 @@
-"""The served task packages (issue 27 point 1), without Docker: each is the committed package
+"""The served task packages, without Docker: each is the committed package
 with Harbor's ``[environment].docker_image`` naming its published image by digest;
 `manage.py publish_packages` writes and commits them, /registry.json points Harbor at them and
 names the images, and intake accepts a job run from them as a run of the committed packages.
@@ -220,7 +220,7 @@ def test_manage_py_check_names_a_broken_or_missing_record(tmp_path, settings):
 
 @pytest.mark.django_db
 def test_the_submit_page_shows_harbor_run_d_once_every_package_is_published(tmp_path, settings):
-    """Issue 27, point 2: with every package of the version published and /registry.json
+    """With every package of the version published and /registry.json
     pointing Harbor at the served packages, the Submit page's run step is one `harbor run -d`
     (nothing to clone or build), collecting both outputs; with one package unpublished, or no
     git URL and commit for the served packages, it shows the clone path and says why."""

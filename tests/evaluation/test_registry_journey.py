@@ -1,4 +1,4 @@
-"""Task images from an OCI registry, and a submitter's journey from nothing (issue 27, points 1
+"""Task images from an OCI registry, and a submitter's journey from nothing (points 1
 and 4). Marked ``registry``: `make test` deselects it, .ci/run runs it (-m registry).
 
 The registry is Debian's docker-registry (CNCF distribution 2.8) on a loopback port, started

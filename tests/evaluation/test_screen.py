@@ -82,7 +82,7 @@ def test_prose_reasoning_and_an_agents_own_tests_folder_trip_nothing():
 
 
 def test_no_harness_name_exempts_anything():
-    """Issue 22: no exemption depends on a name the submitter chose. The screen is not told the
+    """No exemption depends on a name the submitter chose. The screen is not told the
     harness at all, and reading /solution trips RH2 whatever agent wrote the trajectory, the
     site's own oracle included."""
     import inspect

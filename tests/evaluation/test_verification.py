@@ -261,7 +261,7 @@ def test_replay_adapters_claude_copilot_codex_in_containers(settings, oracle):
         (1, "match"), (2, "match"), (3, "match")], [c.detail for c in checks]
     # Every counted pass reproduced, but these trajectories write the answer as pasted text: a
     # replay proves the commands produce the output, not that a model chose them. Without a
-    # re-run the site never says "verified" (issue 22).
+    # re-run the site never says "verified".
     sub.refresh_from_db()
     assert sub.status == "consistent" and not sub.is_verified
     assert set(sub.trials.values_list("verification_level", flat=True)) == {"reproduced"}
@@ -334,7 +334,7 @@ def test_an_upload_whose_passes_paste_the_answer_is_never_verified(
     directly), verification re-grades the stored artifacts, and the client, polling meanwhile,
     prints the validation and the verdict.
 
-    Issue 22: every trajectory writes the task's reference answer with a heredoc. The replays
+    every trajectory writes the task's reference answer with a heredoc. The replays
     reproduce every pass (the commands do produce the output), but that proves consistency,
     not authorship, and the site cannot re-run codex: never "verified". Where the pasted text
     holds a hidden answer file verbatim the screen flags it (RH7): a discrepancy, those trials
@@ -439,7 +439,7 @@ def test_an_upload_whose_passes_paste_the_answer_is_never_verified(
     assert f"status {verdict}, 21/21 trials" in errors.getvalue()  # progress until the verdict
     assert f"submission {sub.pk} on {bv.slug}: {verdict}" in printed.getvalue()
     assert f"{live_server.url}/submissions/{sub.pk}/" in printed.getvalue()
-    # Issue 4's end: a maintainer publishes it; it appears on the leaderboard and in the CSVs,
+    # The end of the journey: a maintainer publishes it; it appears on the leaderboard and in the CSVs,
     # a flagged pass counted as a failure.
     from leaderboard.models import LeaderboardEntry
     from submissions.services import submission_publish

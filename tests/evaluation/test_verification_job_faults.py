@@ -35,7 +35,7 @@ def _media_and_broker(settings, media_root):
     # In-process tests publish where no worker listens; tests on the worker use `on_worker`.
     settings.VERIFICATION_QUEUE = vs.INPROC_QUEUE
     settings.VERIFICATION_RUN_PREFIX = vs.RUN_PREFIX
-    # Re-grade only: a clean job ends "consistent" (no pass replayed or re-run; issue 8).
+    # Re-grade only: a clean job ends "consistent" (no pass replayed or re-run).
     settings.VERIFICATION_CHECKS = ["regrade"]
     settings.VERIFICATION_HEARTBEAT_S = 1
     vs.point_celery_at(vs.BROKER_URL)
@@ -346,7 +346,7 @@ def test_r1_sigkill_worker_mid_verification(oracle, on_worker):
     assert sub.status == "consistent", (j.summary, on_worker.tail())
     assert j.attempt == 2  # redelivered and re-run exactly once more
     checks = TrialCheck.objects.filter(job=job)
-    # Each trial re-graded once and each (oracle) pass screened once (issue 14), no duplicate.
+    # Each trial re-graded once and each (oracle) pass screened once, no duplicate.
     assert checks.filter(kind="regrade").count() == 6 == sub.trials.count()
     assert checks.filter(kind="screen").count() == 6
     assert set(checks.values_list("executions", flat=True)) == {1}

@@ -119,6 +119,6 @@ def test_r12_unhealthy_worker_claims_nothing_and_a_held_job_is_requeued_unscored
     j.refresh_from_db()
     sub.refresh_from_db()
     # Only the re-grade ran, so the passes were not replayed or re-run: "consistent", the honest
-    # level for a clean re-grade (issue 8), reached exactly once after the requeue.
+    # level for a clean re-grade, reached exactly once after the requeue.
     assert (j.status, j.attempt) == ("done", 2) and sub.status == "consistent"
     vs.redis_client().delete(vs.INPROC_QUEUE)

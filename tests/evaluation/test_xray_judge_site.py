@@ -1,4 +1,4 @@
-"""The X-ray judge on the site (issue 8, item 5), on PostgreSQL with real Docker containers:
+"""The X-ray judge on the site, on PostgreSQL with real Docker containers:
 
 * a stub OpenAI-compatible judge started by the test is the LLM; the first re-grade of an X-ray
   trial asks it 5 times, the second re-grade (a new verification job) is answered by the

@@ -1,4 +1,4 @@
-"""Lighthouse in the suite (issue 28, point 4): accessibility and best practices score 100 on
+"""Lighthouse in the suite: accessibility and best practices score 100 on
 every public page, mobile profile, in a real Chromium (Debian's, through Lighthouse 12.2.3
 from npm). Performance and SEO are printed by `scripts/measure-pages` (timing is noisy on a
 shared machine), never asserted here."""

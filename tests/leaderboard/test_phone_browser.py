@@ -1,4 +1,4 @@
-"""Issue 28 at 390x844 (real browser, Debian's chromium): the leaderboard's first screen shows,
+"""A phone at 390x844 (real browser, Debian's chromium): the leaderboard's first screen shows,
 for every agent, rank, tie group, agent, success with its interval and the verification level
 without scrolling the table sideways; the reconstructed-data notice is one line (its full text
 opens in place); no chart's plotted area is wider than its container."""

@@ -1,4 +1,4 @@
-"""Issue 26: the reconstructed board's figures either do not depend on the reconstruction's seed
+"""The reconstructed board's figures either do not depend on the reconstruction's seed
 (and are identical across seeds) or are shown as their range across reconstructions, on the
 pages, in the CSVs and in the API."""
 

@@ -15,14 +15,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 MAX_ROW_PX = 90  # four lines of the status sentence plus its badge; was 138-159
 # At 390 px a reconstructed row also carries its tie-group shares and its interval envelope
-# (issue 26) in the narrow first columns that stay on screen (issue 28): six short lines.
+# In the narrow first columns that stay on screen: six short lines.
 MAX_ROW_PX_PHONE = 110
 
 _ROWS = """() => {
   const table = document.querySelector('#leaderboard-table');
   const rows = [...table.tBodies[0].rows];
   return {heights: rows.map(r => Math.round(r.getBoundingClientRect().height)),
-          status: rows.map(r => r.querySelector('td.col-status').textContent.trim()),  // hidden on phones (issue 28)
+          status: rows.map(r => r.querySelector('td.col-status').textContent.trim()),  // hidden on phones
           table: table.scrollWidth, box: table.parentElement.clientWidth,
           page: document.documentElement.scrollWidth,
           viewport: document.documentElement.clientWidth};

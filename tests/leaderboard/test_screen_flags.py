@@ -128,7 +128,7 @@ def test_methods_page_lists_every_rule(client):
     for i in range(1, 8):
         assert f'id="rh{i}"' in page
     assert "Reads or lists the verifier" in page
-    # No rule exempts a harness (issue 22): RH2 says the oracle trips it too.
+    # No rule exempts a harness: RH2 says the oracle trips it too.
     assert "Not applied to" not in page and "No harness is exempt" in page
 
 

@@ -21,7 +21,7 @@ def test_it_pools_success_over_attempts_with_a_clustered_interval(two_agents):
     a = _entries(bv)["alpha"]
     assert (a.successes, a.attempts, a.rank) == (8, 15, 1)
     assert a.success_rate == pytest.approx(8 / 15)
-    # Clusters 3,0,2,0,3 of 3, stratified by category (issue 14): residuals y - 3p = 1.4,-1.6
+    # Clusters 3,0,2,0,3 of 3, stratified by category: residuals y - 3p = 1.4,-1.6
     # (img), 0.4,-1.6 (txt-one), 1.4 (txt-two, a one-task stratum: no variance). Within
     # strata 2/1*(1.5^2+1.5^2) + 2/1*(1^2+1^2) = 13, V = 13/15^2, binomial (8/15)(7/15)/15:
     # design effect 3.48 (3.08 unstratified before) clamped to 3 -> Wilson(8/15, n=5), unchanged.

@@ -1,4 +1,4 @@
-"""Results people can share (issue 28, point 5): the SVG badge per agent and benchmark version,
+"""Results people can share: the SVG badge per agent and benchmark version,
 and the citation as BibTeX and CFF, on the paper's demo data (hand-checked figures: Codex
 (GPT 5.5) 68/162 = 42.0%, 95% interval [32.2%, 52.4%], reconstructed)."""
 

@@ -1,4 +1,4 @@
-"""issue 14: the simulation of the site's estimators (manage.py simulate_stats), the committed
+"""The simulation of the site's estimators (manage.py simulate_stats), the committed
 table it writes, and the methods page that shows it."""
 
 import csv
@@ -156,7 +156,7 @@ def test_tie_critical_value_for_two_agents_is_the_plain_t_test():
         t_dist.isf(0.05 / 90, 53))
 
 
-# --- issue 22: the re-run design's table -------------------------------------------------------
+# --- the re-run design's table ---------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Issue 26 points 2 and 3: the statistics across plausible benchmarks (interaction sd 0, 0.5,
+"""The statistics across plausible benchmarks (interaction sd 0, 0.5,
 1.0; one much harder category), the attempts-per-task table, and the methods page rendering
 every figure it quotes from the committed simulation table."""
 

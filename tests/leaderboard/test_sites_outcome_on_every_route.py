@@ -1,6 +1,6 @@
 """One truth per trial: a published submission whose claims the site's checks contradict shows
 the site's outcome on every public route and in every CSV and API row, the claim beside it, and
-its flags; and every per-trial view adds up to the aggregates (issue 8, item 1)."""
+its flags; and every per-trial view adds up to the aggregates."""
 
 import csv
 import html as htmllib

@@ -1,4 +1,4 @@
-"""The reader-facing parts of issue 10 that do not need a browser: the heatmap's colour scale,
+"""The reader-facing parts of the pages that do not need a browser: the heatmap's colour scale,
 counts and rounding (shared with the table), empty states, drill-down links, outcome letters,
 sort markers, compression, error pages, HEAD on CSVs and the trials API's count and links."""
 

@@ -1,4 +1,4 @@
-""""Verified" means the site re-ran the agent (issue 22), and the verdict follows the trials.
+""""Verified" means the site re-ran the agent, and the verdict follows the trials.
 
 * Levels, strongest first: re-run > reproduced > re-graded > claimed; "verified" only with a
   re-run that agrees, every counted trial re-graded, every counted pass reproduced or re-run,

@@ -1,4 +1,4 @@
-"""The upload client with nothing to clone (issue 27, point 2): the site serves
+"""The upload client with nothing to clone: the site serves
 submissions/client.py as one standard-library file at /client/hab-submit.py, the Submit page
 names its version and sha256, and its `metadata` command writes metadata.yaml from what Harbor
 recorded, with placeholders the site refuses until the submitter replaces them.

@@ -1,4 +1,4 @@
-"""Every Harbor release people use (issue 27, point 3): real job directories written by real
+"""Every Harbor release people use: real job directories written by real
 Harbor CLIs, uploaded, validated and verified. Marked ``harbor_releases``: `make test` deselects
 it, .ci/run runs it (-m harbor_releases).
 

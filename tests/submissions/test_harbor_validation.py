@@ -917,7 +917,7 @@ def test_which_endings_the_site_grades_alone():
 
 
 # ------------------------------------------------------------------ Harbor's submission rules
-# (issue 22, point 6; Terminal-Bench's static validation): each rule alone on a real job
+# (Terminal-Bench's static validation): each rule alone on a real job
 # directory, then all of them in one report.
 
 JOB = "2026-12-02__09-18-40"
@@ -1040,7 +1040,7 @@ def test_a_result_json_checksum_of_other_task_content_is_refused(tmp_path, spec)
 ])
 def test_jobs_of_harbor_releases_before_0_13_are_refused_naming_the_accepted(
         tmp_path, spec, lock_version, refused):
-    """Issue 27, point 3: the release matrix (tests/submissions/test_harbor_releases.py) ran
+    """The release matrix (tests/submissions/test_harbor_releases.py) ran
     0.13.0 to 0.26.0; the last 0.1.x cannot run these tasks. A job of an older release is refused
     with one problem on its lock.json that says why and names the accepted releases."""
     job = _build(tmp_path, spec, harbor_version="0.25.0")

@@ -1,4 +1,4 @@
-"""Issue 22, points 5 and 6, through the upload API as a submitter meets them.
+"""Through the upload API as a submitter meets them.
 
 Point 5: the site's own agents (oracle, nop, replay) are never a submitter's harness. An upload
 naming one is refused with a problem on the status API, and nothing of it is kept, unless it is

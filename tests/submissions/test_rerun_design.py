@@ -1,4 +1,4 @@
-"""issue 22, point 4: the sequential, paired re-run design (submissions/verification/design.py):
+"""The sequential, paired re-run design (submissions/verification/design.py):
 the exact test on hand-checked tables, the exact false-alarm bound of the sequential bounds, the
 false-alarm rate and the detection on simulated agents, the caps, and the API a job drives."""
 

@@ -1,4 +1,4 @@
-"""Which stored files verification grades: the same place the intake found (issue 27, point 3).
+"""Which stored files verification grades: the same place the intake found.
 
 The release matrix found that Harbor 0.1.x and 0.13 collect /workspace/output at
 artifacts/output (the base name; the manifest says so), where 0.2x mirror the whole path

@@ -76,7 +76,7 @@ def _routes(world) -> list[tuple[str, str]]:
 
 
 # Keys of the owner-only part of a submission's status: no public payload carries them, except
-# the OpenAPI schema, which names (documents) them without any value (issue 31).
+# the OpenAPI schema, which names (documents) them without any value.
 PRIVATE_KEYS = ("secret_findings", "events")
 
 

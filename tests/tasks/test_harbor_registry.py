@@ -1,4 +1,4 @@
-"""The site's /registry.json resolves under the real Harbor CLI (issue 9).
+"""The site's /registry.json resolves under the real Harbor CLI.
 
 A local git repository stands in for the public one: the repository's tasks/ copied into a
 fresh repository and committed. With REPOSITORY_URL pointing at it (file://) and

@@ -1,6 +1,6 @@
 """manage.py bench_isolation --engine NAME=DOCKER_HOST [--engine ...] [--task ...] [--repeat N]
 
-Issue 29: the cost of the second isolation boundary, per trial, on the same task in one run.
+the cost of the second isolation boundary, per trial, on the same task in one run.
 For each engine (e.g. ``identity=unix:///run/hab-plain.sock`` and ``remapped=unix:///var/run/
 docker.sock``), the wall time of a re-grade (runner.run_verifier of the oracle's output: a
 fresh verifier container) and of a replay-like agent run (the oracle's commands run as the agent

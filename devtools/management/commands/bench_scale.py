@@ -1,4 +1,4 @@
-"""Measure the leaderboard at scale against its floors, in one run (issue 12).
+"""Measure the leaderboard at scale against its floors, in one run.
 
 Creates its own PostgreSQL database on the configured server (dropped afterwards), generates a
 benchmark version with N published agents x 162 trials, rebuilds the aggregates with the real

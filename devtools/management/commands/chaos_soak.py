@@ -4,7 +4,7 @@ Docker engine, while the worker is SIGKILLed at random points of verification (a
 the broker is restarted once and PostgreSQL is restarted once. Prints what each fault hit and
 the totals: verified exactly once, lost, duplicated, stuck, containers and work directories
 leaked (the worker's temporary folder is var/chaos-<pid>/tmp, reaped by the reaper), and per submission
-the longest time it waited with no worker on it while the worker was up and idle (issue 30: a
+the longest time it waited with no worker on it while the worker was up and idle (a
 prefetched message of a killed worker left a submission waiting half an hour).
 
     .venv/bin/python manage.py chaos_soak                       # 10 kills, 6 submissions
@@ -42,7 +42,7 @@ from django.test import override_settings
 
 TASKS = ["ct-abnormality-classification/synthetic_01", "pathology-tumor-region/synthetic_01"]
 # Oracle outputs are never contradicted: verified, or consistent where the soak's re-run does
-# not cover every pass (issue 22: only a re-run makes "verified").
+# not cover every pass (only a re-run makes "verified").
 CLEAN_VERDICTS = ("verified", "consistent")
 FINAL = (*CLEAN_VERDICTS, "discrepancy", "failed")
 
@@ -69,7 +69,7 @@ class ThrowawayPostgres:
 
     Its cluster lives in a fresh temporary directory (not under the checkout): run as root,
     initdb runs as the ``postgres`` user, who may not be able to enter a checkout under
-    /root (issue 29)."""
+    /root."""
 
     def __init__(self, root: Path):
         del root  # the cluster's own directory is a mkdtemp the postgres user owns

@@ -1,4 +1,4 @@
-"""The several-machine deployment on this machine (issue 25; devtools/cluster.py):
+"""The several-machine deployment on this machine (devtools/cluster.py):
 
     .venv/bin/python manage.py cluster up        # start it, print its addresses, Ctrl-C stops
     .venv/bin/python manage.py cluster batch     # the batch, a host lost, the S3 store stopped

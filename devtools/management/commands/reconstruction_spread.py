@@ -1,5 +1,5 @@
 """Reconstruct the paper's board with ``--seeds`` independent seeds and write the envelope of
-every figure that depends on the draw (issue 26).
+every figure that depends on the draw.
 
 Scores each reconstruction with the site's functions (``leaderboard.demo.spread``) and writes
 ``leaderboard/data/reconstruction_spread.csv`` (committed; the pages, CSVs and API read it through

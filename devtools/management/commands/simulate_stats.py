@@ -1,5 +1,4 @@
-"""Validate the leaderboard's statistics by simulation (issue 14), and the re-run design
-(issue 22).
+"""Validate the leaderboard's statistics by simulation, and the re-run design.
 
 Fits the benchmark's shape to the reconstructed paper data, draws ``--boards`` simulated
 HealthAgentBench leaderboards (54 tasks in the paper's 7 category sizes, 3 correlated attempts
@@ -61,7 +60,7 @@ class Command(BaseCommand):
             self.rerun(rerun_reps, seed, rerun_output)
 
     def robustness(self, boards: int, attempts_boards: int, seed: int, output: Path) -> None:
-        """Issue 26: the interval and tie rule across plausible benchmarks, and power by
+        """The interval and tie rule across plausible benchmarks, and power by
         attempts per task (devtools/robustness.py)."""
         started, cpu = time.perf_counter(), time.process_time()
         base = simulation.fit_shape(reconstruct(load_paper()))

@@ -1,4 +1,4 @@
-"""Recompute the leaderboard from the trials: the full rebuild (issue 12).
+"""Recompute the leaderboard from the trials: the full rebuild.
 
 Publishing and taking down keep the leaderboard current incrementally; this is the repair and
 the check: every entry, category entry, task cell, rank, tie group and family aggregate of a

@@ -310,7 +310,7 @@ class CheckContext:
     def record(self, kind: str, *, trial=None, task=None, sample_index=0, res: Result):
         detail = dict(res.detail or {})
         if res.duration_s is not None and kind in _CONTAINER_CHECKS:
-            # What separated this check's containers from the host (issue 29), per trial.
+            # What separated this check's containers from the host, per trial.
             detail.setdefault("isolation", isolation_of(kind))
         values = {
             "status": res.status,
