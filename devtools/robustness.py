@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-from devtools.simulation import PAPER_OTHERS, TRUE_RATES, Row, Shape, _Tally
+from devtools.simulation import PAPER_OTHERS, TRUE_RATES, Row, Shape, Tally
 from leaderboard import stats, stats_arrays
 from leaderboard.simulation_results import CSV_COLUMNS, EQUAL_RATE, GAP_BASE, power_scenario
 from leaderboard.simulation_robustness import (
@@ -100,9 +100,9 @@ def simulate_model(label: str, shape: Shape, *, boards: int, seed: int, alpha: f
         role.setdefault(name, []).append(i)
     strata = [c for c, n, _ in shape.categories for _ in range(n)]
     k = shape.attempts
-    cover = {r: _Tally() for r in TRUE_RATES}
-    split = _Tally()
-    power = {(g, m): _Tally() for g in ROBUST_GAPS for m in (2, 10)}
+    cover = {r: Tally() for r in TRUE_RATES}
+    split = Tally()
+    power = {(g, m): Tally() for g in ROBUST_GAPS for m in (2, 10)}
     done = 0
     while done < boards:
         b = min(chunk, boards - done)
@@ -148,7 +148,7 @@ def simulate_attempts(base: Shape, *, boards: int, seed: int, alpha: float) -> l
             p = expit(theta[None, :, None] + shape.task_mu[None, None, :] + delta + eps)
             for k in ATTEMPTS_GRID:
                 succ = rng.binomial(k, p)
-                sep = _Tally()
+                sep = Tally()
                 for j in range(boards):
                     groups = _groups(succ[j], [0, 1], k, alpha)
                     sep.add(groups[0] != groups[1])

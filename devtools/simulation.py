@@ -187,7 +187,7 @@ def fit_shape(rows: Iterable, *, seed: int = 1, replications: int = 200) -> Shap
 
 
 @dataclass
-class _Tally:
+class Tally:
     """Running sums of one measured quantity."""
 
     n: int = 0
@@ -260,13 +260,13 @@ def simulate(shape: Shape, *, boards: int, seed: int, alpha: float = 0.05,
     theta = np.array([shape.theta_for(r) for _, r in agents])
     mu = shape.task_mu
     n_tasks, k = shape.n_tasks, shape.attempts
-    cover = {(name, r): (_Tally(), _Tally(), _Tally()) for name in intervals for r in TRUE_RATES}
-    split = {(name, size): _Tally() for name in tie_rules for size in EQUAL_SIZES}
-    pair_split = {name: _Tally() for name in tie_rules}
-    board_split = {name: _Tally() for name in tie_rules}
-    power = {(name, g, m): (_Tally(), _Tally()) for name in tie_rules for g in GAPS
+    cover = {(name, r): (Tally(), Tally(), Tally()) for name in intervals for r in TRUE_RATES}
+    split = {(name, size): Tally() for name in tie_rules for size in EQUAL_SIZES}
+    pair_split = {name: Tally() for name in tie_rules}
+    board_split = {name: Tally() for name in tie_rules}
+    power = {(name, g, m): (Tally(), Tally()) for name in tie_rules for g in GAPS
              for m in POWER_BOARDS}
-    passes = {(kind, infra, r): _Tally() for kind in ("pass@k", "pass^k")
+    passes = {(kind, infra, r): Tally() for kind in ("pass@k", "pass^k")
               for infra in (0.0, INFRA_RATE) for r in TRUE_RATES}
     role_index: dict[str, list[int]] = {}
     for i, (role, _) in enumerate(agents):
@@ -456,7 +456,7 @@ def simulate_rerun(designs: dict, *, reps: int, seed: int,
     "inflated" (false alarms when honest, detection when inflated), the shares ending
     "inconclusive" and "consistent", the mean re-run trials and their share of a full run."""
     thetas = [shape.theta_for(r) for r in rates]
-    tallies: dict[tuple[str, str], dict[str, _Tally]] = {}
+    tallies: dict[tuple[str, str], dict[str, Tally]] = {}
     for j, points in enumerate((0.0, *inflations)):
         for i, theta in enumerate(thetas):
             rng = np.random.default_rng([seed, j, i])  # the same submissions for every design
@@ -468,7 +468,7 @@ def simulate_rerun(designs: dict, *, reps: int, seed: int,
                     # the same re-run draws for both placements: their difference is the fakes'
                     run = simulate_design(design, claimed, p,
                                           np.random.default_rng([seed, j, i, 1]))
-                    got = tallies.setdefault((name, scen), defaultdict(_Tally))
+                    got = tallies.setdefault((name, scen), defaultdict(Tally))
                     got["flagged"].add(run.status == 2)
                     for metric, code in _STATUS_METRICS:
                         got[metric].add(run.status == code)

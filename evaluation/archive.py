@@ -88,26 +88,26 @@ from datetime import timedelta
 from pathlib import Path
 
 from evaluation.archive_policy import (
-    _ARCHIVE_MAGIC,
+    ARCHIVE_MAGIC,
     CHUNK,
     ERROR_CODES,  # noqa: F401 - re-exported: part of the extractor's surface
     ArchiveError,
     ArchiveLimits,
     ExtractReport,
-    _Budget,
-    _CappedReader,  # noqa: F401 - re-exported for tests that instrument the stream
-    _check_mode,
-    _clear_dir,
-    _Entry,
-    _normalise_name,
-    _open_tar_stream,
-    _ratio_error,
-    _show,
-    _Sink,
-    _tar_member_check,
-    _tar_next,
-    _tar_open,
-    _Writer,
+    Budget,
+    CappedReader,  # noqa: F401 - re-exported for tests that instrument the stream
+    check_mode,
+    clear_dir,
+    Entry,
+    normalise_name,
+    open_tar_stream,
+    ratio_error,
+    show_name,
+    Sink,
+    tar_member_check,
+    tar_next,
+    tar_open,
+    Writer,
     detect_format,
 )
 from evaluation import grading
@@ -214,17 +214,17 @@ def _zip_plan(path: Path, limits: ArchiveLimits, label: str):
             raise
         except Exception as exc:  # BadZipFile, struct.error, UnicodeDecodeError, ValueError...
             raise ArchiveError(
-                "bad_archive", f"{label}: corrupt zip archive ({_show(str(exc))})"
+                "bad_archive", f"{label}: corrupt zip archive ({show_name(str(exc))})"
             ) from None
     return plan
 
 
 def _zip_check_members(zf, infos, handle, size, limits, label):
-    budget = _Budget(limits)
+    budget = Budget(limits)
     plan = []
     for info in infos:
         raw = info.orig_filename  # keeps NUL bytes (zipfile cuts .filename at the first NUL)
-        shown = _show(raw)
+        shown = show_name(raw)
         if info.flag_bits & 0x41 or info.compress_type == 99:
             raise ArchiveError("encrypted", f"{shown}: encrypted zip members are not allowed", shown)
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -236,18 +236,18 @@ def _zip_check_members(zf, infos, handle, size, limits, label):
             )
         mode = info.external_attr >> 16
         is_dir = raw.endswith("/") or stat.S_IFMT(mode) == stat.S_IFDIR
-        _check_mode(mode, raw, is_dir=is_dir)
+        check_mode(mode, raw, is_dir=is_dir)
         if not is_dir:  # the ratio first: it is the precise diagnosis of a bomb
-            _ratio_error(limits, info.file_size, info.compress_size, limits.max_member_ratio,
+            ratio_error(limits, info.file_size, info.compress_size, limits.max_member_ratio,
                          f"{shown}", raw)
         rel = budget.entry(raw, info.file_size, is_dir)
-        plan.append(_Entry(raw, rel, is_dir, info.file_size, info))
-    _ratio_error(limits, budget.total, size, limits.max_overall_ratio, f"{label}: the archive")
+        plan.append(Entry(raw, rel, is_dir, info.file_size, info))
+    ratio_error(limits, budget.total, size, limits.max_overall_ratio, f"{label}: the archive")
     for entry in plan:
         # zipfile.open() reads the local header: names must match the central directory and
         # the data must end before the next entry (overlap bombs, CVE-2024-0450). It decides
         # encryption from the central flags only, so the local flags are read here too.
-        shown = _show(entry.raw)
+        shown = show_name(entry.raw)
         handle.seek(entry.info.header_offset)
         header = handle.read(_LFH.size)
         if len(header) == _LFH.size and _LFH.unpack(header)[2] & 0x41:
@@ -256,14 +256,14 @@ def _zip_check_members(zf, infos, handle, size, limits, label):
             zf.open(entry.info).close()
         except zipfile.BadZipFile as exc:
             what = "overlapping zip entries" if "Overlapped" in str(exc) else "bad local header"
-            raise ArchiveError("bad_archive", f"{shown}: {what} ({_show(str(exc))})", shown) from None
+            raise ArchiveError("bad_archive", f"{shown}: {what} ({show_name(str(exc))})", shown) from None
     return plan
 
 
 def _zip_member_stream(zf, info):
     """zipfile's reader for one member, allowed one byte past the declared size and without
     its CRC check: a member inflating beyond its header is then seen by the size counter
-    (_Sink: too_large, nothing past the declared size written) instead of being cut off at the
+    (Sink: too_large, nothing past the declared size written) instead of being cut off at the
     declared size with a CRC error; the CRC is checked by the caller over what was written."""
     probe = copy.copy(info)
     probe.file_size = info.file_size + 1
@@ -283,7 +283,7 @@ def _zip_extract(path, plan, writer, limits, state, report):
             info = entry.info
             fd = writer.open_file(entry.path)
             try:
-                sink = _Sink(fd, entry.path, info.file_size, limits, state)
+                sink = Sink(fd, entry.path, info.file_size, limits, state)
                 crc = 0
                 try:
                     with _zip_member_stream(zf, info) as src:
@@ -293,19 +293,19 @@ def _zip_extract(path, plan, writer, limits, state, report):
                 except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
                     code = "truncated" if isinstance(exc, EOFError) else "bad_archive"
                     raise ArchiveError(
-                        code, f"{_show(entry.path)}: corrupt or cut-short data ({exc!r})",
+                        code, f"{show_name(entry.path)}: corrupt or cut-short data ({exc!r})",
                         entry.path,
                     ) from None
                 if sink.written != info.file_size:
                     raise ArchiveError(
                         "bad_archive",
-                        f"{_show(entry.path)}: {sink.written} bytes instead of the declared "
+                        f"{show_name(entry.path)}: {sink.written} bytes instead of the declared "
                         f"{info.file_size}",
                         entry.path,
                     )
                 if crc != info.CRC:
                     raise ArchiveError(
-                        "bad_archive", f"{_show(entry.path)}: CRC-32 mismatch", entry.path
+                        "bad_archive", f"{show_name(entry.path)}: CRC-32 mismatch", entry.path
                     )
             finally:
                 os.close(fd)
@@ -316,7 +316,7 @@ def _record_file(report, rel, sink):
     report.files += 1
     report.total_bytes += sink.written
     report.members.append(rel)
-    if sink.head.startswith(_ARCHIVE_MAGIC) or (sink.head[:2] == b"\x1f\x8b"):
+    if sink.head.startswith(ARCHIVE_MAGIC) or (sink.head[:2] == b"\x1f\x8b"):
         report.nested_archives.append(rel)
 
 
@@ -335,29 +335,29 @@ def _tar_data_filter(member, dest):
     try:
         tarfile.data_filter(member, str(dest))
     except tarfile.FilterError as exc:
-        shown = _show(member.name)
+        shown = show_name(member.name)
         code = next((c for kind, c in _DATA_FILTER_CODES if isinstance(exc, kind)), "bad_archive")
         raise ArchiveError(code, f"{shown}: refused by tarfile's data filter ({exc})",
                            shown) from None
 
 
 def _tar_plan(path, fmt, limits, label, dest):
-    raw, stream, reader = _open_tar_stream(path, fmt, limits, label)
+    raw, stream, reader = open_tar_stream(path, fmt, limits, label)
     try:
-        tf = _tar_open(reader, label)
-        budget = _Budget(limits)
+        tf = tar_open(reader, label)
+        budget = Budget(limits)
         plan = []
         while True:
-            member = _tar_next(tf, label)
+            member = tar_next(tf, label)
             if member is None:
                 break
-            _tar_member_check(member, limits)
+            tar_member_check(member, limits)
             _tar_data_filter(member, dest)
             rel = budget.entry(member.name, member.size, member.isdir())
             reader.entries_seen = budget.count
-            plan.append(_Entry(member.name, rel, member.isdir(), member.size))
+            plan.append(Entry(member.name, rel, member.isdir(), member.size))
         if fmt == "tar.gz":
-            _ratio_error(
+            ratio_error(
                 limits,
                 budget.total,
                 reader.compressed_size,
@@ -389,12 +389,12 @@ def _tar_plan(path, fmt, limits, label, dest):
 
 
 def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
-    raw, stream, reader = _open_tar_stream(path, fmt, limits, label)
+    raw, stream, reader = open_tar_stream(path, fmt, limits, label)
     reader.entries_seen = len(plan)
     try:
-        tf = _tar_open(reader, label)
+        tf = tar_open(reader, label)
         index = 0
-        while (member := _tar_next(tf, label)) is not None:
+        while (member := tar_next(tf, label)) is not None:
             if (
                 index >= len(plan)
                 or plan[index].raw != member.name
@@ -412,7 +412,7 @@ def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
                 else:
                     fd = writer.open_file(entry.path)
                     try:
-                        sink = _Sink(fd, entry.path, entry.size, limits, state)
+                        sink = Sink(fd, entry.path, entry.size, limits, state)
                         try:
                             src = tf.extractfile(member)
                             while True:
@@ -425,18 +425,18 @@ def _tar_extract(path, fmt, plan, writer, limits, state, report, label):
                         except tarfile.ReadError as exc:
                             raise ArchiveError(
                                 "truncated",
-                                f"{_show(entry.path)}: data is cut short ({exc})",
+                                f"{show_name(entry.path)}: data is cut short ({exc})",
                                 entry.path,
                             ) from None
                         except Exception as exc:
                             raise ArchiveError(
                                 "bad_archive",
-                                f"{_show(entry.path)}: cannot read ({_show(str(exc))})",
+                                f"{show_name(entry.path)}: cannot read ({show_name(str(exc))})",
                                 entry.path,
                             ) from None
                         if sink.written != entry.size:
                             raise ArchiveError(
-                                "truncated", f"{_show(entry.path)}: data is cut short", entry.path
+                                "truncated", f"{show_name(entry.path)}: data is cut short", entry.path
                             )
                     finally:
                         os.close(fd)
@@ -462,7 +462,7 @@ def safe_extract(
 
     Raises ArchiveError (and leaves `dest` empty) for anything refused; see the module docstring."""
     archive_path, dest = Path(archive_path), Path(dest)
-    label = _show(claimed_name or archive_path.name)
+    label = show_name(claimed_name or archive_path.name)
     try:
         size = os.stat(archive_path).st_size
     except OSError as exc:
@@ -495,11 +495,11 @@ def safe_extract(
         raise ArchiveError("bad_archive", f"{label}: corrupt archive (too deeply nested)") from None
     except Exception as exc:  # never let a malformed archive become a 500
         log.warning("unexpected error while checking archive %s", label, exc_info=True)
-        raise ArchiveError("bad_archive", f"{label}: corrupt archive ({_show(str(exc))})") from None
+        raise ArchiveError("bad_archive", f"{label}: corrupt archive ({show_name(str(exc))})") from None
 
     report = ExtractReport(files=0, total_bytes=0, members=[])
     state = {"total": 0}
-    writer = _Writer(dest)
+    writer = Writer(dest)
     try:
         if fmt == "zip":
             _zip_extract(archive_path, plan, writer, limits, state, report)
@@ -507,13 +507,13 @@ def safe_extract(
             _tar_extract(archive_path, fmt, plan, writer, limits, state, report, label)
     except BaseException as exc:
         writer.close()
-        _clear_dir(dest)
+        clear_dir(dest)
         if isinstance(exc, ArchiveError) or not isinstance(exc, Exception):
             raise
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise  # infrastructure, not the submitter's fault
         log.warning("unexpected error while extracting archive %s", label, exc_info=True)
-        raise ArchiveError("bad_archive", f"{label}: corrupt archive ({_show(str(exc))})") from None
+        raise ArchiveError("bad_archive", f"{label}: corrupt archive ({show_name(str(exc))})") from None
     writer.close()
     return report
 
@@ -624,10 +624,10 @@ def load_member_json(root, member: str, *, max_bytes: int | None = None):
     strict JSON loader (evaluation.grading.load_json). Errors are GradingInputError whose
     message starts with the archive path and gives line and column."""
     root = Path(root)
-    rel, _ = _normalise_name(member, ArchiveLimits())
+    rel, _ = normalise_name(member, ArchiveLimits())
     target = root / rel
     real_root = Path(os.path.realpath(root))
     if not Path(os.path.realpath(target)).is_relative_to(real_root):
-        raise grading.GradingInputError(f"{_show(member)}: resolves outside the submission")
+        raise grading.GradingInputError(f"{show_name(member)}: resolves outside the submission")
     kwargs = {} if max_bytes is None else {"max_bytes": max_bytes}
     return grading.load_json(target, label=rel, **kwargs)

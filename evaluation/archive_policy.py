@@ -89,7 +89,7 @@ class ExtractReport:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _show(name, limit=120) -> str:
+def show_name(name, limit=120) -> str:
     """A printable, bounded rendering of a (possibly hostile) member name for messages."""
     if isinstance(name, str) and len(name) <= limit and name.isascii() and name.isprintable():
         return name
@@ -102,7 +102,7 @@ def _show(name, limit=120) -> str:
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_ARCHIVE_MAGIC = (
+ARCHIVE_MAGIC = (
     b"PK\x03\x04",
     b"PK\x05\x06",
     b"\x1f\x8b",
@@ -114,18 +114,18 @@ _ARCHIVE_MAGIC = (
 )
 
 
-class _Entry:
+class Entry:
     __slots__ = ("raw", "path", "is_dir", "size", "info")
 
     def __init__(self, raw, path, is_dir, size, info=None):
         self.raw, self.path, self.is_dir, self.size, self.info = raw, path, is_dir, size, info
 
 
-def _normalise_name(raw: str, limits: ArchiveLimits) -> tuple[str, bool]:
+def normalise_name(raw: str, limits: ArchiveLimits) -> tuple[str, bool]:
     """Validate a member name; return (normalised relative path, ends_with_slash)."""
 
     def bad(code, problem):
-        shown = _show(raw)
+        shown = show_name(raw)
         return ArchiveError(code, f"{shown}: {problem}", shown)
 
     if len(raw) > 4 * limits.max_path_bytes + 16:
@@ -179,8 +179,8 @@ class _NameTable:
         )
         raise ArchiveError(
             "duplicate_name",
-            f"{_show(raw)}: ambiguous archive, {_show(path)} and {_show(other)} are {what}",
-            _show(raw),
+            f"{show_name(raw)}: ambiguous archive, {show_name(path)} and {show_name(other)} are {what}",
+            show_name(raw),
         )
 
     def _add_dir(self, path, raw, explicit):
@@ -211,7 +211,7 @@ class _NameTable:
         self.files[key] = path
 
 
-class _Budget:
+class Budget:
     """Declared (pre-extraction) accounting shared by both formats."""
 
     def __init__(self, limits: ArchiveLimits):
@@ -227,43 +227,43 @@ class _Budget:
             raise ArchiveError(
                 "too_many_entries", f"archive has more than {limits.max_entries} entries"
             )
-        path, _ = _normalise_name(raw, limits)
+        path, _ = normalise_name(raw, limits)
         if not path:
             return path
         if size < 0:
-            raise ArchiveError("bad_archive", f"{_show(raw)}: negative size", _show(raw))
+            raise ArchiveError("bad_archive", f"{show_name(raw)}: negative size", show_name(raw))
         if is_dir:
             if size:
                 raise ArchiveError(
-                    "bad_archive", f"{_show(raw)}: directory entry with data", _show(raw)
+                    "bad_archive", f"{show_name(raw)}: directory entry with data", show_name(raw)
                 )
         else:
             if size > limits.max_file_bytes:
                 raise ArchiveError(
                     "too_large",
-                    f"{_show(raw)}: file is {size} bytes (limit {limits.max_file_bytes})",
-                    _show(raw),
+                    f"{show_name(raw)}: file is {size} bytes (limit {limits.max_file_bytes})",
+                    show_name(raw),
                 )
             self.total += size
             if self.total > limits.max_total_bytes:
                 raise ArchiveError(
                     "too_large",
                     f"archive unpacks to more than {limits.max_total_bytes} bytes "
-                    f"(reached at {_show(raw)})",
-                    _show(raw),
+                    f"(reached at {show_name(raw)})",
+                    show_name(raw),
                 )
         self.names.add(path, is_dir, raw)
         return path
 
 
-def _check_mode(mode: int, raw: str, *, is_dir: bool):
+def check_mode(mode: int, raw: str, *, is_dir: bool):
     """Unix mode bits from a zip external attribute or tar header."""
     kind = stat.S_IFMT(mode)
     if kind in (0, stat.S_IFREG, stat.S_IFDIR) and (
         is_dir or not mode & (stat.S_ISUID | stat.S_ISGID)
     ):
         return
-    shown = _show(raw)
+    shown = show_name(raw)
     if kind == stat.S_IFLNK:
         raise ArchiveError("link_member", f"{shown}: symbolic links are not allowed", shown)
     if kind in (stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK):
@@ -274,11 +274,11 @@ def _check_mode(mode: int, raw: str, *, is_dir: bool):
         raise ArchiveError("special_member", f"{shown}: setuid/setgid files are not allowed", shown)
 
 
-def _ratio_error(limits, uncompressed, compressed, limit, what, member=None):
+def ratio_error(limits, uncompressed, compressed, limit, what, member=None):
     if uncompressed <= limits.ratio_floor_bytes:
         return
     if uncompressed > limit * max(compressed, 1):
-        shown = _show(member) if member is not None else None
+        shown = show_name(member) if member is not None else None
         raise ArchiveError(
             "compression_ratio",
             f"{what} expands {uncompressed} bytes from {compressed} "
@@ -388,7 +388,7 @@ def detect_format(path, claimed_name: str | None = None) -> str:
 # ----------------------------------------------------------------------------- writing
 
 
-class _Writer:
+class Writer:
     """Creates directories and files under dest through O_NOFOLLOW directory descriptors.
 
     Every directory is opened relative to its parent's descriptor with O_NOFOLLOW and every file
@@ -415,7 +415,7 @@ class _Writer:
         target = os.path.realpath(os.path.join(self.real_dest, rel))
         if not target.startswith(self.real_dest + os.sep):
             raise ArchiveError(
-                "unsafe_path", f"{_show(rel)}: resolves outside the destination", rel
+                "unsafe_path", f"{show_name(rel)}: resolves outside the destination", rel
             )
 
     def directory(self, rel: str) -> int:
@@ -437,7 +437,7 @@ class _Writer:
         st = os.fstat(fd)
         if not stat.S_ISDIR(st.st_mode):  # pragma: no cover - O_DIRECTORY guarantees it
             os.close(fd)
-            raise ArchiveError("unsafe_path", f"{_show(rel)}: not a directory", rel)
+            raise ArchiveError("unsafe_path", f"{show_name(rel)}: not a directory", rel)
         os.fchmod(fd, 0o755)
         self.fds[rel] = fd
         return fd
@@ -446,17 +446,17 @@ class _Writer:
         parent, _, name = rel.rpartition("/")
         parent_fd = self.directory(parent)
         if not name or name in (".", "..") or "/" in name:  # pragma: no cover - names are validated
-            raise ArchiveError("unsafe_path", f"{_show(rel)}: bad file name", rel)
+            raise ArchiveError("unsafe_path", f"{show_name(rel)}: bad file name", rel)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(name, flags, 0o600, dir_fd=parent_fd)
         except FileExistsError:
-            raise ArchiveError("duplicate_name", f"{_show(rel)}: written twice", rel) from None
+            raise ArchiveError("duplicate_name", f"{show_name(rel)}: written twice", rel) from None
         os.fchmod(fd, 0o644)
         return fd
 
 
-class _Sink:
+class Sink:
     """Streaming byte counter for one member and the archive total."""
 
     def __init__(self, fd, rel, declared, limits, state):
@@ -472,7 +472,7 @@ class _Sink:
         if self.written > self.declared:
             raise ArchiveError(
                 "too_large",
-                f"{_show(self.rel)}: expands beyond its declared size of {self.declared} bytes "
+                f"{show_name(self.rel)}: expands beyond its declared size of {self.declared} bytes "
                 "(the header lies)",
                 self.rel,
             )
@@ -481,7 +481,7 @@ class _Sink:
             or self.state["total"] > self.limits.max_total_bytes
         ):
             raise ArchiveError(
-                "too_large", f"{_show(self.rel)}: size cap exceeded while extracting", self.rel
+                "too_large", f"{show_name(self.rel)}: size cap exceeded while extracting", self.rel
             )
         if len(self.head) < 8:
             self.head += data[: 8 - len(self.head)]
@@ -491,7 +491,7 @@ class _Sink:
             view = view[n:]
 
 
-def _clear_dir(dest: Path):
+def clear_dir(dest: Path):
     for child in list(os.scandir(dest)):
         if child.is_dir(follow_symlinks=False):
             shutil.rmtree(child.path, ignore_errors=True)
@@ -503,7 +503,7 @@ def _clear_dir(dest: Path):
 # ----------------------------------------------------------------------------- tar
 
 
-class _CappedReader:
+class CappedReader:
     """Forward-only view of a (decompressed) byte stream with a hard cap on bytes delivered,
     a ratio guard, bounded single reads and short backward seeks into a retained tail."""
 
@@ -546,7 +546,7 @@ class _CappedReader:
             )
         if self.gzipped:
             content = self.produced - (self.entries_seen + 2) * self.HEADER_ALLOWANCE
-            _ratio_error(
+            ratio_error(
                 self.limits,
                 content,
                 self.compressed_size,
@@ -603,12 +603,12 @@ class _CappedReader:
             pass
 
 
-def _open_tar_stream(path, fmt, limits, label):
+def open_tar_stream(path, fmt, limits, label):
     raw = open(path, "rb")
     compressed_size = os.fstat(raw.fileno()).st_size
     stream = gzip.GzipFile(fileobj=raw, mode="rb") if fmt == "tar.gz" else raw
     overhead = limits.max_entries * 3 * 512 + 4 * limits.max_tar_header_bytes + MiB
-    reader = _CappedReader(
+    reader = CappedReader(
         stream,
         cap=limits.max_total_bytes + overhead,
         max_read=max(CHUNK, limits.max_tar_header_bytes) + 512,
@@ -620,18 +620,18 @@ def _open_tar_stream(path, fmt, limits, label):
     return raw, stream, reader
 
 
-def _tar_open(reader, label):
+def tar_open(reader, label):
     try:
         return tarfile.open(fileobj=reader, mode="r:", encoding="utf-8", errors="surrogateescape")
     except ArchiveError:
         raise
     except Exception as exc:
         raise ArchiveError(
-            "bad_archive", f"{label}: not a readable tar archive ({_show(str(exc))})"
+            "bad_archive", f"{label}: not a readable tar archive ({show_name(str(exc))})"
         ) from None
 
 
-def _tar_next(tf, label):
+def tar_next(tf, label):
     try:
         return tf.next()
     except ArchiveError:
@@ -644,13 +644,13 @@ def _tar_next(tf, label):
         ) from None
     except Exception as exc:
         raise ArchiveError(
-            "bad_archive", f"{label}: corrupt tar archive ({_show(str(exc))})"
+            "bad_archive", f"{label}: corrupt tar archive ({show_name(str(exc))})"
         ) from None
 
 
-def _tar_member_check(member, limits):
+def tar_member_check(member, limits):
     raw = member.name
-    shown = _show(raw)
+    shown = show_name(raw)
     if member.issym() or member.islnk():
         raise ArchiveError(
             "link_member", f"{shown}: symbolic and hard links are not allowed", shown
@@ -667,6 +667,6 @@ def _tar_member_check(member, limits):
         )
     if member.linkname:
         raise ArchiveError("link_member", f"{shown}: entry carries a link target", shown)
-    _check_mode(member.mode & 0o7777, raw, is_dir=member.isdir())
+    check_mode(member.mode & 0o7777, raw, is_dir=member.isdir())
 
 

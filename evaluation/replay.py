@@ -114,7 +114,7 @@ def _s(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
 
 
-def _argv_to_script(cmd: Any) -> str:
+def argv_to_script(cmd: Any) -> str:
     """Codex `shell` passes argv; ["bash", "-lc", script] is a script."""
     if isinstance(cmd, list):
         parts = [_s(x) for x in cmd]
@@ -202,10 +202,10 @@ def _codex(name: str, args: dict) -> list[ReplayAction]:
         cmd = args.get("command", args.get("cmd"))
         if isinstance(cmd, list) and cmd and cmd[0] == "apply_patch" and len(cmd) >= 2:
             return [ReplayAction("patch", name, content=_s(cmd[1]), workdir=workdir)]
-        return [ReplayAction("shell", name, command=_argv_to_script(cmd), workdir=workdir)]
+        return [ReplayAction("shell", name, command=argv_to_script(cmd), workdir=workdir)]
     if name in ("shell_command", "exec_command"):
         cmd = args.get("command", args.get("cmd"))
-        return [ReplayAction("shell", name, command=_argv_to_script(cmd), workdir=workdir)]
+        return [ReplayAction("shell", name, command=argv_to_script(cmd), workdir=workdir)]
     if name == "apply_patch":
         patch = args.get("input", args.get("patch", args.get("value")))
         return [ReplayAction("patch", name, content=_s(patch), workdir=workdir)]

@@ -43,7 +43,7 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluation.replay import _argv_to_script
+from evaluation.replay import argv_to_script
 
 RULES_FILE = Path(__file__).with_name("screen_rules.toml")
 
@@ -242,7 +242,7 @@ def _call_evidence(name: str, args: dict, step) -> list[Evidence]:
             out += [Evidence("write", (a or b).strip(), step)
                     for a, b in _PATCH_PATH.findall(patch)]
             continue
-        out.append(Evidence("command", _argv_to_script(cmd), step))
+        out.append(Evidence("command", argv_to_script(cmd), step))
     for key in _PATH_KEYS:
         val = args.get(key)
         for p in (val if isinstance(val, list) else [val]):

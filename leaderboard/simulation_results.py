@@ -56,7 +56,7 @@ BOARD_SPLIT_SCENARIO = (f"2 agents at {EQUAL_RATE:.0%}, 10 agents ranked "
 
 
 @functools.lru_cache(maxsize=4)
-def _read_csv(path: Path, mtime: float) -> tuple[dict, ...]:
+def read_csv(path: Path, mtime: float) -> tuple[dict, ...]:
     with open(path, encoding="utf-8", newline="") as fh:
         return tuple(csv.DictReader(fh))
 
@@ -68,7 +68,7 @@ def committed_table(path: Path | None = None) -> dict:
     path = CSV_PATH if path is None else path
     if not path.exists():
         return {}
-    rows = _read_csv(path, path.stat().st_mtime)
+    rows = read_csv(path, path.stat().st_mtime)
     if not rows:
         return {}
 
@@ -191,7 +191,7 @@ def committed_rerun_table(path: Path = RERUN_CSV_PATH) -> dict:
     page's prose quotes from it, its parameters, the replications and the seed."""
     if not path.exists():
         return {}
-    rows = _read_csv(path, path.stat().st_mtime)
+    rows = read_csv(path, path.stat().st_mtime)
     if not rows:
         return {}
     table = rerun_table(rows)

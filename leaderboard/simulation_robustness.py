@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from leaderboard import simulation_results
-from leaderboard.simulation_results import EQUAL_RATE, _read_csv, power_scenario
+from leaderboard.simulation_results import EQUAL_RATE, read_csv, power_scenario
 
 __all__ = ["ATTEMPTS_GAPS", "ATTEMPTS_GRID", "INTERACTION_SDS", "committed_robustness",
            "model_label", "robustness_table"]
@@ -97,4 +97,4 @@ def committed_robustness(path: Path | None = None) -> dict:
     path = simulation_results.CSV_PATH if path is None else path
     if not path.exists():
         return {}
-    return robustness_table(_read_csv(path, path.stat().st_mtime))
+    return robustness_table(read_csv(path, path.stat().st_mtime))

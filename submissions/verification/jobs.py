@@ -31,10 +31,10 @@ from submissions.states import InvalidTransition, submission_transition
 from submissions.verification.checks import job_config, run_checks
 from submissions.verification.lease import (
     LeaseLost,
-    _claim,
-    _fail_job,
-    _Heartbeat,
-    _release,
+    claim_job,
+    fail_job,
+    Heartbeat,
+    release_job,
     jobs_of_dead_workers,
     run_prefix,
     worker_identity,
@@ -123,11 +123,11 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
             updated_at=timezone.now()
         )
         raise runner.InfrastructureError(f"worker unhealthy: {why}")
-    job, outcome = _claim(job_id, worker)
+    job, outcome = claim_job(job_id, worker)
     if job is None:
         log.info("verification job %s: %s", job_id, outcome)
         return outcome
-    heartbeat = _Heartbeat(job, worker)
+    heartbeat = Heartbeat(job, worker)
     heartbeat.start()
     try:
         if job.purpose == JobPurpose.RESCORE:  # R11: re-grade, then switch in one transaction
@@ -158,11 +158,11 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
         log.warning("job %s: lease lost, stopping", job.pk)
         return "lease_lost"
     except SoftTimeLimitExceeded:
-        _fail_job(job, "verification time limit exceeded")
+        fail_job(job, "verification time limit exceeded")
         return "failed"
     except (runner.InfrastructureError, DatabaseError, ConnectionError, OSError) as exc:
         try:
-            _release(job, worker, f"{type(exc).__name__}: {exc}")
+            release_job(job, worker, f"{type(exc).__name__}: {exc}")
         except DatabaseError:
             log.exception("job %s: could not release after %s", job.pk, exc)
         raise
@@ -170,7 +170,7 @@ def verification_run(*, job_id: int, worker: str | None = None) -> str:
         # A bug, not the infrastructure: release it; the reconciler publishes it again later
         # and the attempt cap ends it as failed (never scored).
         log.exception("job %s failed unexpectedly", job.pk)
-        _release(job, worker, f"{type(exc).__name__}: {exc}")
+        release_job(job, worker, f"{type(exc).__name__}: {exc}")
         raise
     finally:
         heartbeat.stop()
@@ -244,7 +244,7 @@ def reap_stuck_submissions(*, batch: int | None = None) -> dict:
         published: set[int] = set()
         for job in stuck:
             if job.attempt >= settings.VERIFICATION_MAX_ATTEMPTS:
-                if _fail_job(job, f"worker {job.claimed_by} stopped after attempt {job.attempt} "
+                if fail_job(job, f"worker {job.claimed_by} stopped after attempt {job.attempt} "
                                   f"of {settings.VERIFICATION_MAX_ATTEMPTS}"):
                     report["failed"].append(job.pk)
                 continue

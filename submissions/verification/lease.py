@@ -69,7 +69,7 @@ def jobs_of_dead_workers(*, limit: int) -> list[int]:
     return [pk for pk, owner in mine if _owner_dead(owner)]
 
 
-def _fail_job(job: VerificationJob, reason: str) -> bool:
+def fail_job(job: VerificationJob, reason: str) -> bool:
     """Job -> failed (from whatever live state it is in) and its submission -> failed."""
     now = timezone.now()
     with transaction.atomic():
@@ -90,7 +90,7 @@ def _fail_job(job: VerificationJob, reason: str) -> bool:
     return True
 
 
-def _claim(job_id: int, worker: str) -> tuple[VerificationJob | None, str]:
+def claim_job(job_id: int, worker: str) -> tuple[VerificationJob | None, str]:
     job = VerificationJob.objects.filter(pk=job_id).first()
     if job is None:
         return None, "missing"
@@ -106,7 +106,7 @@ def _claim(job_id: int, worker: str) -> tuple[VerificationJob | None, str]:
         if not (stale or _owner_dead(job.claimed_by)):
             return None, "busy"  # R2: a duplicate delivery while the first copy runs
     if job.attempt >= settings.VERIFICATION_MAX_ATTEMPTS:
-        _fail_job(job, f"gave up after {job.attempt} attempts; last error: {job.last_error}")
+        fail_job(job, f"gave up after {job.attempt} attempts; last error: {job.last_error}")
         return None, "attempt_cap"
     lease = settings.VERIFICATION_TIME_LIMIT_S + settings.VERIFICATION_STALE_AFTER_S
     claimed = VerificationJob.objects.filter(
@@ -126,7 +126,7 @@ def _claim(job_id: int, worker: str) -> tuple[VerificationJob | None, str]:
     return job, "claimed"
 
 
-class _Heartbeat(threading.Thread):
+class Heartbeat(threading.Thread):
     """Writes heartbeat_at while the job runs; sets `lost` when the claim is no longer ours."""
 
     def __init__(self, job: VerificationJob, worker: str):
@@ -161,10 +161,10 @@ class _Heartbeat(threading.Thread):
         self.join(timeout=10)
 
 
-def _release(job: VerificationJob, worker: str, error: str) -> None:
+def release_job(job: VerificationJob, worker: str, error: str) -> None:
     """Give the job back after an infrastructure error (the task then retries with backoff)."""
     if job.attempt >= settings.VERIFICATION_MAX_ATTEMPTS:
-        _fail_job(job, f"gave up after {job.attempt} attempts; last error: {error}")
+        fail_job(job, f"gave up after {job.attempt} attempts; last error: {error}")
         return
     VerificationJob.objects.filter(
         pk=job.pk, status=JobStatus.RUNNING, claimed_by=worker, attempt=job.attempt

@@ -308,7 +308,7 @@ def test_u5_u6_tarfile_data_filter_alone_refuses_links_out_and_specials(box, inf
                                                                          monkeypatch):
     """Every tar member also passes tarfile's `data` extraction filter: with the policy's own
     member check switched off, the data filter still refuses these before anything is written."""
-    monkeypatch.setattr(archive, "_tar_member_check", lambda member, limits: None)
+    monkeypatch.setattr(archive, "tar_member_check", lambda member, limits: None)
     data = tar_bytes([tinfo("first.json", data=b"{}"), info], fmt=tarfile.GNU_FORMAT)
     err = box.refuse(data, "filtered.tgz", code)
     assert "data filter" in err.message and err.member == info.name
@@ -389,14 +389,14 @@ def test_u7_tgz_bomb_stopped_by_stream_counter(box, monkeypatch):
     bomb = hostile.tgz_of_zeros("zeros.bin", 200 * MiB)
     assert len(bomb) < 300_000
     pulled = []
-    real_pull = archive._CappedReader._pull
+    real_pull = archive.CappedReader._pull
 
     def spy(self, n):
         data = real_pull(self, n)
         pulled.append(len(data))
         return data
 
-    monkeypatch.setattr(archive._CappedReader, "_pull", spy)
+    monkeypatch.setattr(archive.CappedReader, "_pull", spy)
     t0 = time.monotonic()
     box.refuse(bomb, "bomb.tgz", "compression_ratio")
     assert time.monotonic() - t0 < 3
@@ -432,12 +432,12 @@ def test_u7_streaming_total_cap_even_if_declared_sizes_pass(box, monkeypatch):
     # Two members whose declared sizes are under the total cap: streaming enforces it again.
     limits = ArchiveLimits(max_total_bytes=4000, ratio_floor_bytes=10**9)
     data = raw_zip([member("a", b"a" * 1500), member("b", b"b" * 1500)])
-    monkeypatch.setattr(archive, "_Budget", _LenientBudget)
+    monkeypatch.setattr(archive, "Budget", _LenientBudget)
     box.refuse(data, "t.zip", "too_large", limits=ArchiveLimits(max_total_bytes=2000))
     safe_extract(box.archive(data, "ok.zip"), box.root / "ok", limits=limits)
 
 
-class _LenientBudget(archive._Budget):
+class _LenientBudget(archive.Budget):
     """Pretends the declared totals are fine, to prove the streaming counter is independent."""
 
     def entry(self, raw, size, is_dir):

@@ -39,7 +39,7 @@ from submissions.models import (
     site_outcome,
 )
 from submissions.trials import trial_check_record
-from submissions.verification.lease import LeaseLost, _Heartbeat, run_prefix
+from submissions.verification.lease import LeaseLost, Heartbeat, run_prefix
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +259,7 @@ class CheckContext:
     """One run of a verification job: the submission, its trials in order, the job's
     configuration and lease, and the writes every check shares."""
 
-    def __init__(self, job: VerificationJob, heartbeat: _Heartbeat):
+    def __init__(self, job: VerificationJob, heartbeat: Heartbeat):
         self.job = job
         self.heartbeat = heartbeat
         self.config = {**job_config(), **(job.config or {})}
