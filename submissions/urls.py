@@ -26,4 +26,6 @@ urlpatterns = [
          name="trajectory"),
     path("submissions/<int:pk>/trials/<int:trial_pk>/trajectory.json",
          views.download_trajectory, name="trajectory-download"),
+    path("submissions/<int:pk>/trials/<int:trial_pk>/trial.zip", views.download_trial,
+         name="trial-download"),
 ]

@@ -30,7 +30,8 @@ from submissions.intake import submission_receive
 from submissions.metadata import helper_models
 from submissions.models import ApiToken, SubmissionStatus
 from submissions.pricing import price_table
-from submissions.trajectory import trajectory_steps
+from submissions import workspace
+from submissions.trajectory import KINDS, SOURCES, trajectory_view
 from submissions.uploads import request_upload_too_large, uploaded_sha256
 from submissions.verification import verification_progress
 
@@ -277,14 +278,18 @@ def _trial_file(request: HttpRequest, pk: int, trial_pk: int):
 def show_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> HttpResponse:
     trial, name = _trial_file(request, pk, trial_pk)
     with default_storage.open(name, "rb") as fh:
-        raw = fh.read(20 * 1024 * 1024)
+        raw = fh.read(workspace.MAX_TRAJECTORY_BYTES)
     try:
-        steps = trajectory_steps(json.loads(raw))
+        view = trajectory_view(json.loads(raw), query=request.GET.get("q", "")[:200],
+                               sources=request.GET.getlist("source"),
+                               kinds=request.GET.getlist("show"))
     except (ValueError, RecursionError):
-        steps = None
+        view = None
     previous, following = selectors.trial_neighbours(trial=trial)
     return render(request, "submissions/trajectory.html", {
-        "trial": trial, "steps": steps, "previous": previous, "next": following,
+        "trial": trial, "view": view, "steps": view.steps if view else None,
+        "previous": previous, "next": following, "kinds": KINDS, "sources": SOURCES,
+        "workspace": workspace.workspace_changes(trial),
         "screen": selectors.screen_findings(submission=trial.submission, trial=trial),
         "isolation": selectors.trial_isolation(trial=trial),
         "reason_form": ReasonForm()})
@@ -330,17 +335,37 @@ def confirm_infra_error(request: HttpRequest, pk: int, trial_pk: int, action: st
     return redirect(f"{reverse('submission-status', kwargs={'pk': pk})}#infra")
 
 
-@require_GET
-def download_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> FileResponse:
+def _trial_download(request: HttpRequest, pk: int, trial_pk: int):
+    """A trial's files download for the public once published, else for its owner and staff."""
     trial, name = _trial_file(request, pk, trial_pk)
     if trial.submission.status != SubmissionStatus.PUBLISHED and not (
         request.user.is_authenticated
         and (request.user.is_staff or trial.submission.owner_id == request.user.pk)
     ):
         raise Http404("no such trajectory")
-    response = FileResponse(default_storage.open(name, "rb"), as_attachment=True,
-                            filename=f"submission-{pk}-trial-{trial_pk}-trajectory.json",
-                            content_type="application/octet-stream")
+    return trial, name
+
+
+def _attachment(response: HttpResponse) -> HttpResponse:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
+
+
+@require_GET
+def download_trajectory(request: HttpRequest, pk: int, trial_pk: int) -> FileResponse:
+    trial, name = _trial_download(request, pk, trial_pk)
+    return _attachment(FileResponse(
+        default_storage.open(name, "rb"), as_attachment=True,
+        filename=f"submission-{pk}-trial-{trial_pk}-trajectory.json",
+        content_type="application/octet-stream"))
+
+
+@require_GET
+def download_trial(request: HttpRequest, pk: int, trial_pk: int) -> HttpResponse:
+    """The trial as one zip: trajectory, declared outputs and the site's record of it."""
+    trial, _ = _trial_download(request, pk, trial_pk)
+    response = HttpResponse(workspace.trial_zip(trial), content_type="application/zip")
+    response["Content-Disposition"] = (
+        f'attachment; filename="submission-{pk}-trial-{trial_pk}.zip"')
+    return _attachment(response)
