@@ -166,8 +166,8 @@ def screen_findings(*, submission: Submission, trial: Trial | None = None) -> li
 
 def trial_isolation(*, trial: Trial) -> list[tuple[str, str]]:
     """(check, in words) for each of the trial's latest container checks that recorded what
-    separated its containers from the host: kernel (runc or gVisor) and user mapping (issue
-    29). One query."""
+    separated its containers from the host: kernel (runc or gVisor) and user mapping. One
+    query."""
     latest: dict[str, str] = {}
     for kind, detail in TrialCheck.objects.filter(trial=trial).order_by(
             "created_at", "pk").values_list("kind", "detail"):

@@ -1,5 +1,5 @@
-"""Rank and tie group move from the wide entry row into a narrow ``EntryStanding`` row (issue
-12): a publish shifts about half the ranks, and rewriting the narrow rows costs a tenth of
+"""Rank and tie group move from the wide entry row into a narrow ``EntryStanding`` row: a
+publish shifts about half the ranks, and rewriting the narrow rows costs a tenth of
 rewriting the entries. The existing ranks and tie groups are copied over."""
 
 import django.db.models.deletion
