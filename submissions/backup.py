@@ -309,6 +309,7 @@ def backup_restore(*, path: Path, force: bool = False) -> dict:
     """Rebuild this site (the configured database and MEDIA_ROOT) from the backup at `path`:
     digests checked first, a non-empty database or media root replaced only with `force`, the
     schema migrated to this code, then the jobs that were in flight requeued (once)."""
+    started = time.monotonic()
     manifest = backup_verify(path=Path(path))
     db = manifest["database"]
     if db["vendor"] != connection.vendor:
@@ -322,7 +323,6 @@ def backup_restore(*, path: Path, force: bool = False) -> dict:
                 ] if tables else []
         held += [f"MEDIA_ROOT {media_root} holds files"] if media_files else []
         raise BackupError(f"{' and '.join(held)}; restore --force replaces them")
-    started = time.monotonic()
     if db["vendor"] == "postgresql":
         _restore_postgres(Path(path) / db["file"], db, clean=bool(tables))
     else:
