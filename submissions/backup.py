@@ -35,6 +35,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 
 from submissions.intake import intake_publish
@@ -315,6 +316,7 @@ def backup_restore(*, path: Path, force: bool = False) -> dict:
     if db["vendor"] != connection.vendor:
         raise BackupError(f"the backup holds a {db['vendor']} database; this site uses "
                           f"{connection.vendor}")
+    _refuse_newer_schema(db["migrations"])
     tables = connection.introspection.table_names()
     media_root = Path(settings.MEDIA_ROOT)
     media_files = manifest["media"]["copied"] and any(_regular_files(media_root))
@@ -333,6 +335,18 @@ def backup_restore(*, path: Path, force: bool = False) -> dict:
     report = backup_requeue_in_flight(backup_name=Path(path).name)
     return {"seconds": time.monotonic() - started, "migrated": migrated, **report,
             "media_restored": manifest["media"]["copied"], "created_at": manifest["created_at"]}
+
+
+def _refuse_newer_schema(migrations: dict[str, str]) -> None:
+    """A backup of a newer release holds tables this code does not know: restoring it here
+    would leave a site that fails at its first query, so it is refused before anything changes."""
+    known = MigrationLoader(None, ignore_no_migrations=True).disk_migrations
+    apps = {app for app, _name in known}
+    newer = [f"{app} {name}" for app, name in sorted(migrations.items())
+             if app in apps and (app, name) not in known]
+    if newer:
+        raise BackupError("the backup was made by a newer release (migrations unknown here: "
+                          f"{', '.join(newer)}); deploy that release, then restore")
 
 
 def _restore_postgres(dump: Path, db: dict, *, clean: bool) -> None:

@@ -102,6 +102,35 @@ def test_it_never_overwrites_a_non_empty_database_without_force(owned_submission
     assert Submission.objects.count() == 2
 
 
+def test_with_force_it_replaces_the_database_and_the_media_with_the_backups(
+        owned_submission, tmp_path, settings):
+    path = _backup(tmp_path / "backups")["path"]
+    later = SubmissionFactory(status="queued", published_at=None)
+    trajectory = Path(settings.MEDIA_ROOT) / "submissions/test/tree/job/t1/agent/trajectory.json"
+    original = trajectory.read_bytes()
+    trajectory.write_bytes(b"{}")
+    out = StringIO()
+    call_command("restore", path, "--force", stdout=out)
+    assert json.loads(out.getvalue())["migrated"] == []
+    assert list(Submission.objects.values_list("pk", flat=True)) == [owned_submission.pk]
+    assert not Submission.objects.filter(pk=later.pk).exists()
+    assert trajectory.read_bytes() == original
+
+
+def test_it_refuses_a_backup_of_a_newer_release(owned_submission, tmp_path):
+    path = Path(_backup(tmp_path / "backups")["path"])
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["database"]["migrations"]["submissions"] = "9999_from_the_future"
+    text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    (path / MANIFEST).write_text(text)
+    (path / "manifest.sha256").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
+    with pytest.raises(CommandError) as err:
+        call_command("restore", str(path), "--force", stdout=StringIO())
+    assert "newer release (migrations unknown here: submissions 9999_from_the_future)" in str(
+        err.value)
+    assert Submission.objects.filter(pk=owned_submission.pk).exists()
+
+
 def test_after_a_restore_the_jobs_in_flight_are_requeued_once_and_published_once(settings):
     """A running job (its worker was on the old host) goes back to pending with its attempt
     counted, every live job and upload in intake is published once to the new broker, and the
