@@ -29,7 +29,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from datetime import UTC
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 from django.core.management import call_command
@@ -57,6 +57,7 @@ DB_SQLITE = "database.sqlite3"
 MEDIA = "media"
 PREFIX = "hab-backup-"
 _CHUNK = 1 << 20
+_PARTIAL_MAX_AGE_S = 24 * 3600
 
 
 class BackupError(Exception):
@@ -232,9 +233,13 @@ def _app_version() -> dict:
 
 
 def _prune(dest: Path, keep: int | None) -> list[str]:
-    """Remove all but the `keep` newest complete backups (names sort by time)."""
+    """Remove all but the `keep` newest complete backups (names sort by time), and the partial
+    folders of backups killed more than a day ago (a running backup's is younger)."""
     if not keep:
         return []
+    for partial in dest.glob(f".{PREFIX}*.partial"):
+        if time.time() - partial.stat().st_mtime > _PARTIAL_MAX_AGE_S:
+            shutil.rmtree(partial, ignore_errors=True)
     complete = sorted(p for p in dest.glob(f"{PREFIX}*") if (p / MANIFEST).is_file())
     old = complete[:-keep]
     for path in old:
@@ -292,7 +297,9 @@ def backup_verify(*, path: Path) -> dict:
     problems = []
     for rel, want in manifest["files"].items():
         f = path / rel
-        if not f.is_file():
+        if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
+            problems.append(f"{rel}: not a path inside the backup")  # restore writes there
+        elif not f.is_file():
             problems.append(f"{rel}: missing")
         elif f.stat().st_size != want["bytes"] or _sha256(f) != want["sha256"]:
             problems.append(f"{rel}: sha256 or size differs from the manifest")

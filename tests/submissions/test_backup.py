@@ -54,7 +54,11 @@ def test_a_backup_holds_the_dump_the_media_and_a_manifest_of_their_digests(
     assert {"evaluation", "submissions", "leaderboard"} <= set(db["migrations"])
     assert manifest["app"]["name"] == "healthagentbench-leaderboard"
     assert done["bytes"] == sum(f["bytes"] for f in manifest["files"].values())
-    # --keep 1: the newest complete backup stays, the older one goes.
+    # --keep 1: the newest complete backup stays, the older one goes, and so does the partial
+    # folder of a backup killed two days ago.
+    killed = tmp_path / "backups" / ".hab-backup-20261201T031700000Z.partial"
+    killed.mkdir()
+    os.utime(killed, (killed.stat().st_atime - 2 * 86400, killed.stat().st_mtime - 2 * 86400))
     newer = _backup(tmp_path / "backups", "--keep", "1")
     assert newer["pruned"] == [path.name]
     assert [p.name for p in (tmp_path / "backups").iterdir()] == [Path(newer["path"]).name]
@@ -82,6 +86,12 @@ def test_it_refuses_a_backup_whose_digests_do_not_match(owned_submission, tmp_pa
     assert "media/planted: not in the manifest" in refused()
     (path / "media" / "planted").unlink()
     manifest = path / MANIFEST
+    listed = json.loads(manifest.read_text())
+    listed["files"]["media/../../outside"] = {"sha256": "0" * 64, "bytes": 1}
+    text = json.dumps(listed, indent=1, sort_keys=True) + "\n"
+    manifest.write_text(text)
+    (path / "manifest.sha256").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
+    assert "media/../../outside: not a path inside the backup" in refused()
     manifest.write_text(manifest.read_text().replace('"queued": 1', '"queued": 2'))
     assert "manifest.json does not match manifest.sha256" in refused()
     # Nothing was touched by the refusals.
