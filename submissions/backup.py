@@ -227,8 +227,11 @@ def _sha256(path: Path) -> str:
 
 def _app_version() -> dict:
     project = tomllib.loads((Path(settings.BASE_DIR) / "pyproject.toml").read_text())["project"]
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR,  # noqa: S607
-                            capture_output=True, text=True, check=False).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR,  # noqa: S607
+                                capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:  # no git in a deployed image: the release version alone names the code
+        commit = ""
     return {"name": project["name"], "version": project["version"], "commit": commit or None}
 
 
