@@ -9,6 +9,7 @@ JavaScript; the script only makes them instant."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -21,10 +22,47 @@ KINDS = (("message", "Messages"), ("tool", "Tool calls"), ("observation", "Obser
 SOURCES = ("agent", "user", "system")
 
 
+# Tool calls by what they do, whatever the harness calls the tool: a shell command, a file
+# written or edited, a file read. Matched on the tool's name, then on the arguments it carries.
+COMMAND_TOOLS = ("bash", "shell", "exec", "execute", "run", "terminal", "command", "cmd")
+EDIT_TOOLS = ("write", "edit", "create", "patch", "replace", "insert", "str_replace")
+VIEW_TOOLS = ("read", "view", "open", "cat", "show", "ls", "list", "glob", "grep", "search")
+
+
 @dataclass
 class ToolCallView:
     name: str
     arguments: str
+    kind: str = "other"  # command | edit | view | other
+    summary: str = ""  # the command line, or the file's path
+
+    @property
+    def kind_label(self) -> str:
+        return {"command": "command", "edit": "file edit", "view": "file view"}.get(
+            self.kind, "tool call")
+
+
+def _tool_call(call: dict) -> ToolCallView:
+    name = str(call.get("function_name", ""))
+    args = call.get("arguments", {})
+    text = json.dumps(args, ensure_ascii=False, indent=1)
+    args = args if isinstance(args, dict) else {}
+    command = next((args[k] for k in ("command", "cmd", "keystrokes", "script")
+                    if isinstance(args.get(k), str)), None)
+    path = next((args[k] for k in ("path", "file_path", "filename", "file")
+                 if isinstance(args.get(k), str)), None)
+    low = name.lower()
+    words = set(re.split(r"[^a-z]+", low))
+    if (words & set(EDIT_TOOLS) or "apply_patch" in low) and (path or "patch" in low):
+        kind = "edit"
+    elif words & set(VIEW_TOOLS) and path and not command:
+        kind = "view"
+    elif command is not None or words & set(COMMAND_TOOLS):
+        kind = "command"
+    else:
+        kind = "other"
+    summary = command if kind == "command" and command is not None else (path or "")
+    return ToolCallView(name, text, kind, summary.strip())
 
 
 @dataclass
@@ -172,9 +210,7 @@ def _step(step: dict) -> StepView:
         source=str(step.get("source", "")),
         message=_text(step.get("message")),
         reasoning=_text(step.get("reasoning_content")),
-        tool_calls=[ToolCallView(str(c.get("function_name", "")),
-                                 json.dumps(c.get("arguments", {}), ensure_ascii=False, indent=1))
-                    for c in step.get("tool_calls") or [] if isinstance(c, dict)],
+        tool_calls=[_tool_call(c) for c in step.get("tool_calls") or [] if isinstance(c, dict)],
         observations=[_text(r.get("content")) for r in obs if isinstance(r, dict)],
         metrics=json.dumps(metrics, ensure_ascii=False) if metrics is not None else "",
         timestamp=step["timestamp"] if isinstance(step.get("timestamp"), str) else "",

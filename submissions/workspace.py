@@ -14,6 +14,7 @@ import json
 import re
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from submissions.verification.checks.base import materialize_outputs
 
 SHOW_CHARS = 20_000  # an output longer than this is cut on the page (the trial zip has it all)
 MAX_TRAJECTORY_BYTES = 20 * 1024 * 1024  # what the viewer reads of a trajectory, too
+ZIP_MAX_BYTES = 200 * 1024 * 1024  # a trial zip holds at most this much of the stored files
 XRAY = "xray-report-correction"
 
 
@@ -98,6 +100,8 @@ def _xray_change(task_dir: Path, written: str) -> FileChange | None:
 
 
 def _shown(raw: bytes) -> tuple[str, bool]:
+    if b"\0" in raw[:8192]:
+        return f"(binary, {len(raw):,} bytes: in the trial's zip)", False
     text = raw.decode("utf-8", errors="replace")
     try:
         text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
@@ -160,20 +164,41 @@ def trial_record(trial: Trial) -> dict:
     }
 
 
+def _stored_files(prefix: str) -> Iterator[str]:
+    """Every stored file under ``prefix`` (the storage's own listing: local or S3)."""
+    try:
+        dirs, files = default_storage.listdir(prefix)
+    except (FileNotFoundError, NotADirectoryError, OSError):
+        return
+    for name in sorted(files):
+        yield f"{prefix}/{name}"
+    for name in sorted(dirs):
+        yield from _stored_files(f"{prefix}/{name}")
+
+
 def trial_zip(trial: Trial) -> bytes:
-    """One trial as a download: its trajectory, its declared outputs and the site's record."""
+    """One trial as a download: its stored Harbor trial directory (trajectory, logs, verifier
+    output, collected artifacts) as uploaded, and the site's record of the trial, capped at
+    ZIP_MAX_BYTES of files (the record says what was left out)."""
     buf = io.BytesIO()
+    record = trial_record(trial)
+    left_out: list[str] = []
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("trial.json", json.dumps(trial_record(trial), indent=2, default=str))
-        if trial.trajectory_path:
-            name = f"{trial.submission.files_prefix}/{trial.trajectory_path}"
+        prefix = (trial.submission.files_prefix or "").rstrip("/")
+        trial_dir = (trial.trial_dir or "").strip("/")
+        budget = ZIP_MAX_BYTES
+        names = list(_stored_files(f"{prefix}/{trial_dir}")) if trial_dir else []
+        if not names and trial.trajectory_path:
+            names = [f"{prefix}/{trial.trajectory_path}"]
+        base = f"{prefix}/{trial_dir}/" if trial_dir else f"{prefix}/"
+        for name in names:
+            size = default_storage.size(name)
+            if size > budget:
+                left_out.append(name.removeprefix(base))
+                continue
+            budget -= size
             with default_storage.open(name, "rb") as fh:
-                zf.writestr("agent/trajectory.json", fh.read(MAX_TRAJECTORY_BYTES))
-        task_dir = _task_dir(trial)
-        if task_dir is not None:
-            with tempfile.TemporaryDirectory(prefix="hab-zip-") as tmp:
-                materialize_outputs(trial, task_dir, Path(tmp))
-                for path in sorted(Path(tmp).rglob("*")):
-                    if path.is_file():
-                        zf.write(path, "outputs/" + path.relative_to(tmp).as_posix())
+                zf.writestr("trial/" + name.removeprefix(base), fh.read())
+        record["files_left_out (over the download's size cap)"] = left_out
+        zf.writestr("site-record.json", json.dumps(record, indent=2, default=str))
     return buf.getvalue()

@@ -150,13 +150,27 @@ def test_the_trial_downloads_as_one_zip(client, xray_trial):
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     with zipfile.ZipFile(io.BytesIO(response.content)) as zf:
         names = sorted(zf.namelist())
-        assert names == ["agent/trajectory.json", "outputs/workspace/submission.json",
-                         "trial.json"]
-        record = json.loads(zf.read("trial.json"))
-        assert json.loads(zf.read("agent/trajectory.json")) == DOC
+        assert names == ["site-record.json", "trial/agent/trajectory.json",
+                         "trial/artifacts/workspace/submission.json"]
+        record = json.loads(zf.read("site-record.json"))
+        assert json.loads(zf.read("trial/agent/trajectory.json")) == DOC
     assert record["trial"] == xray_trial.pk and record["task"] == xray_trial.benchmark_task.name
     assert set(record["reported"]) == {"cost_usd", "duration_s", "input_tokens",
                                        "output_tokens", "cached_tokens"}
+    assert record["files_left_out (over the download's size cap)"] == []
+
+
+def test_tool_calls_are_rendered_by_kind():
+    doc = {"steps": [{"step_id": 1, "source": "agent", "tool_calls": [
+        {"tool_call_id": "a", "function_name": "Bash", "arguments": {"command": "ls -la /workspace"}},
+        {"tool_call_id": "b", "function_name": "str_replace_based_edit_tool",
+         "arguments": {"command": "create", "path": "/workspace/submission.json"}},
+        {"tool_call_id": "c", "function_name": "read_file", "arguments": {"path": "/workspace/a"}},
+        {"tool_call_id": "d", "function_name": "think", "arguments": {"thought": "hm"}}]}]}
+    calls = trajectory_view(doc).steps[0].tool_calls
+    assert [(c.kind, c.summary) for c in calls] == [
+        ("command", "ls -la /workspace"), ("edit", "/workspace/submission.json"),
+        ("view", "/workspace/a"), ("other", "")]
 
 
 def test_an_unpublished_trials_zip_is_not_public(client, xray_trial):
