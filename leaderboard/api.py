@@ -26,7 +26,7 @@ from config.api import (
     query_params,
     text_param,
 )
-from leaderboard import selectors, tables
+from leaderboard import history, selectors, tables
 from leaderboard.caching import cached_response
 from leaderboard.filters import EntryFilters, EntryFilterSet
 
@@ -84,6 +84,10 @@ class LeaderboardQuery(FilterQuery):
     order = serializers.ChoiceField(["asc", "desc"], required=False,
                                     help_text="default desc for success, asc otherwise")
     q = text_param(help_text="search agent, harness, model (its first 100 characters)")
+    as_of = serializers.DateField(
+        required=False, help_text="YYYY-MM-DD: the board as it stood at the end of that day "
+        "(its rows, ranks and levels, from the history of publishes, withdrawals and "
+        "re-grades); rows in rank order, sort and q do not apply")
 
 
 class TrialQuery(FilterQuery):
@@ -150,6 +154,10 @@ class LeaderboardListApi(ApiView):
         bv, filters, data = _params(request, LeaderboardQuery)
         limit = data.get("limit", settings.LEADERBOARD_PAGE_SIZE)
         offset = data.get("offset", 0)
+        if "as_of" in data:
+            snapshot = history.board_as_of(bv, data["as_of"])
+            rows = history.rows_filtered(snapshot.rows, filters) if snapshot else []
+            return _page(request, len(rows), offset, limit, rows[offset:offset + limit])
         sort = data.get("sort", "rank")
         order = data.get("order", "desc" if sort == "success" else "asc")
         window = selectors.EntryWindow(

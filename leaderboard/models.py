@@ -260,3 +260,25 @@ class AggregateVersion(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.benchmark_version_id}@{self.number}"
+
+
+class LeaderboardSnapshot(BaseModel):
+    """The board of one benchmark version as it stood at the end of a day: every row of the
+    leaderboard table (ranked and not), as its CSV had it. Taken after each rebuild that changed
+    the board (leaderboard.history), so ``?as_of=`` shows the rows, ranks and levels of a day
+    from the publish, withdrawal and re-grade history, not from today's rows."""
+
+    benchmark_version = models.ForeignKey(
+        BenchmarkVersion, on_delete=models.CASCADE, related_name="snapshots")
+    day = models.DateField()
+    taken_at = models.DateTimeField()
+    digest = models.CharField(max_length=64)  # sha256 of the rows, to skip unchanged boards
+    rows = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["benchmark_version", "day"],
+                                               name="uniq_snapshot_per_version_day")]
+        ordering = ["benchmark_version", "-day"]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark_version_id} on {self.day}"

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from evaluation.models import Agent, BenchmarkVersion, Category, Group, Harness
-from leaderboard import caching, recompute, stats
+from leaderboard import caching, history, recompute, stats
 from leaderboard.models import (
     UNRANKED_LEVELS,
     AggregateVersion,
@@ -85,6 +85,7 @@ def leaderboard_recompute(
     groups.delete()
     _recompute_groups(benchmark_version, families=families)
     clock.lap("family aggregates")
+    history.snapshot_after_commit(benchmark_version)
     return n
 
 

@@ -16,6 +16,7 @@ from leaderboard import (
     cards,
     charts,
     csv_copy,
+    history,
     selectors,
     sharing,
     simulation_results,
@@ -142,9 +143,31 @@ def _columns(request: HttpRequest) -> tuple[list[tuple[str, str, bool]], list[tu
     return [(k, label, k in hidden) for k, label in TOGGLE_COLUMNS.items()], keep
 
 
+def _as_of(request: HttpRequest):
+    """The day of ``?as_of=`` (None without it); a malformed date is a 404 saying why."""
+    if "as_of" not in request.GET:
+        return None
+    try:
+        return history.parse_day(request.GET["as_of"])
+    except history.BadDate as exc:
+        raise Http404(str(exc)) from exc
+
+
+def _show_board_as_of(request: HttpRequest, day) -> HttpResponse:
+    bv, filters, ctx = _context(request)
+    snapshot = history.board_as_of(bv, day)
+    rows = history.rows_filtered(snapshot.rows, filters) if snapshot else []
+    ctx.update({"as_of": day, "snapshot": snapshot, "first_day": history.first_day(bv),
+                "ranked_rows": [r for r in rows if r["ranked"]],
+                "unranked_rows": [r for r in rows if not r["ranked"]]})
+    return render(request, "leaderboard/as_of.html", ctx)
+
+
 @require_GET
 @cached_response
 def show_leaderboard(request: HttpRequest) -> HttpResponse:
+    if (day := _as_of(request)) is not None:
+        return _show_board_as_of(request, day)
     bv, filters, ctx = _context(request)
     window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
     entries, total = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
@@ -168,6 +191,8 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
         "unranked": selectors.unranked_rows(benchmark_version=bv, filters=filters,
                                             search=window.search),
         "unranked_title": UNRANKED_TITLE,
+        "rank_changes": history.rank_changes(bv),
+        "rank_change_days": history.RANK_CHANGE_DAYS,
     })
     return render(request, "leaderboard/index.html", ctx)
 
@@ -427,6 +452,15 @@ def show_contribute(request: HttpRequest) -> HttpResponse:
 def download_csv(request: HttpRequest, table: str) -> HttpResponse:
     if table not in tables.TABLES:
         raise Http404("unknown table")
+    if (day := _as_of(request)) is not None:
+        if table != "leaderboard":
+            raise Http404("as_of applies to the leaderboard table only")
+        bv, filters = _params(request)
+        snapshot = history.board_as_of(bv, day)
+        rows = history.rows_filtered(snapshot.rows, filters) if snapshot else []
+        return csv_response(tables.Table("leaderboard", tables.LEADERBOARD.names,
+                                         [tuple(r.values()) for r in rows]),
+                            f"leaderboard-as-of-{day.isoformat()}.csv")
     if table in CACHED_TABLES:
         return _download_cached_csv(request, table)
     bv, filters = _params(request)

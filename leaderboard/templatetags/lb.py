@@ -200,3 +200,12 @@ def chart_height(fig, variant="") -> int:
     if variant == "narrow":
         height = (((fig or {}).get("narrow") or {}).get("layout") or {}).get("height") or height
     return int(height)
+
+
+@register.filter
+def rank_change(changes: dict, agent_id) -> str:
+    """"↑2" / "↓1" for the places an agent moved since the board a month before; "" if none."""
+    moved = (changes or {}).get(agent_id)
+    if not moved:
+        return ""
+    return f"↑{moved}" if moved > 0 else f"↓{-moved}"
