@@ -62,6 +62,9 @@ SITE_AGENTS = frozenset(BUILTIN)
 RUNC_HARNESSES: dict[str, str] = {
     "openhands": "its agent's action server on the container's loopback answers httpx with "
                  "ConnectError under runsc-hostinet, so no action ever runs",
+    "terminus-2": "its terminal recording (asciinema rec in tmux, on by default) relays nothing "
+                  "of the shell it starts under gVisor, so the model never sees a command's "
+                  "output",
 }
 
 

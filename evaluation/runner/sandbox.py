@@ -32,15 +32,28 @@ def engine_runtimes() -> list[str]:
         return sorted((client().info().get("Runtimes") or {}).keys())
 
 
+def _runtime_args(runtime: str) -> list[str]:
+    with _infra("listing the engine's runtimes"):
+        entry = (client().info().get("Runtimes") or {}).get(runtime) or {}
+    return list(entry.get("runtimeArgs") or [])
+
+
 def runtime_probe(runtime: str = GVISOR_RUNTIME) -> dict:
-    """Does `runtime` run the base image with GNU coreutils working? Cached per process:
-    {"runtime", "listed", "works", "detail"}."""
+    """Does `runtime` run the base image with GNU coreutils working (and, for gVisor, write
+    through to Docker's root filesystem)? Cached per process: {"runtime", "listed", "works",
+    "detail"}."""
     if runtime in _RUNTIME_PROBE:
         return _RUNTIME_PROBE[runtime]
     result = {"runtime": runtime, "listed": runtime in engine_runtimes(), "works": False,
               "detail": ""}
     if not result["listed"]:
         result["detail"] = f"the engine has no runtime {runtime!r}"
+    elif (runtime in (GVISOR_RUNTIME, GVISOR_HOSTINET_RUNTIME)
+          and "--overlay2=none" not in _runtime_args(runtime)):
+        # gVisor's own overlay keeps writes inside the sandbox: Harbor's `docker cp` of a re-run's
+        # outputs would find nothing, and a solved task would grade as failed.
+        result["detail"] = (f"the engine's {runtime!r} runtime lacks --overlay2=none "
+                            "(run scripts/ensure-docker)")
     else:
         probe = ContainerRun(base_image_tag(), purpose="probe",
                              job_id=f"{runtime}-{os.getpid()}-{threading.get_ident() % 10**6}",
@@ -79,10 +92,11 @@ def networked_runtime(runtime: str | None) -> str | None:
     engine does not list it."""
     if runtime != GVISOR_RUNTIME:
         return runtime
-    if GVISOR_HOSTINET_RUNTIME in engine_runtimes():
+    if (GVISOR_HOSTINET_RUNTIME in engine_runtimes()
+            and "--overlay2=none" in _runtime_args(GVISOR_HOSTINET_RUNTIME)):
         return GVISOR_HOSTINET_RUNTIME
-    log.warning("the engine has no %s runtime (scripts/ensure-docker registers it): a networked "
-                "container runs under runc", GVISOR_HOSTINET_RUNTIME)
+    log.warning("the engine has no %s runtime with --overlay2=none (scripts/ensure-docker "
+                "registers it): a networked container runs under runc", GVISOR_HOSTINET_RUNTIME)
     return None
 
 

@@ -1,10 +1,12 @@
 """gVisor in use (matrix row S15): on the engine scripts/ensure-docker sets up (runsc from
 bookworm-backports, registered as `runsc` and `runsc-hostinet`), VERIFICATION_SANDBOX_RUNTIME=auto
-picks gVisor, and the kernel a replay's and a re-grade's container see is gVisor's, proved from
-inside; a production worker without it is unhealthy unless the operator opts out by name.
+picks gVisor, and the kernel a replay's, a re-grade's and a command agent re-run's container see
+is gVisor's, proved from inside; a production worker without it is unhealthy unless the operator
+opts out by name.
 
-The re-run under gVisor is proved from inside too, by the installed-agent re-run's egress test
-(tests/evaluation/test_harbor_installed_rerun.py) and the terminus-2 one (test_harbor_rerun.py).
+A Harbor re-run under gVisor is proved from inside too, by the installed-agent re-run's egress
+test (tests/evaluation/test_harbor_installed_rerun.py: mini-swe-agent under runsc-hostinet);
+terminus-2, on the runc list, sees the host's kernel (test_harbor_rerun.py).
 """
 
 import os
@@ -68,6 +70,19 @@ def test_s15_replay_and_regrade_run_on_gvisors_kernel(docker_engine, settings, t
     assert _saw_gvisor(v.result.text), v.result.text
     assert runner.isolation(runner.sandbox_runtime()).startswith(
         "gVisor (runsc): a kernel of its own; ")
+
+    # A re-run by a command agent (the site's install script and run command) on the same task.
+    agent = agents.SiteAgent(kind="command", name="command", install="true",
+                             run=f"{KERNEL_CMD}; printf '%s' '{answer}' > {{workdir}}/"
+                                 "submission.json")
+    rerun_out = tmp_path / "rerun"
+    rerun = agents.run_site_agent(agent, tdir, job_id=f"{vs.RUN_PREFIX}gv{uuid.uuid4().hex[:6]}",
+                                  attempt=1, out_dir=rerun_out)
+    assert rerun.result.ok, rerun.result.text
+    assert _saw_gvisor(rerun.result.text), rerun.result.text
+    v = runner.run_verifier(tdir, job_id=f"{vs.RUN_PREFIX}gv{uuid.uuid4().hex[:6]}",
+                            artifacts_dir=rerun_out)
+    assert v.reward == 1.0, v.result.text
 
 
 def test_s15_production_worker_without_gvisor_is_unhealthy_unless_opted_out(
