@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 GVISOR_RUNTIME = "runsc"
 GVISOR_HOSTINET_RUNTIME = "runsc-hostinet"
 _RUNTIME_PROBE: dict = {}
+# What the gVisor runtimes need beyond runsc's defaults: --overlay2=none, or Harbor's `docker cp`
+# of a re-run's outputs finds nothing (a solved task would grade as failed); --host-uds=open, or a
+# verifier cannot reach the judge gateway's socket on the volume they share.
+_GVISOR_ARGS = {GVISOR_RUNTIME: ("--overlay2=none", "--host-uds=open"),
+                GVISOR_HOSTINET_RUNTIME: ("--overlay2=none",)}
 # GNU coreutils (ls, stat) and Python must work in the sandbox, or replays would differ.
 _PROBE_CMD = "ls / >/dev/null && stat /usr >/dev/null && python3 -c 'import os; os.listdir(\"/\")'"
 
@@ -48,11 +53,8 @@ def runtime_probe(runtime: str = GVISOR_RUNTIME) -> dict:
               "detail": ""}
     if not result["listed"]:
         result["detail"] = f"the engine has no runtime {runtime!r}"
-    elif (runtime in (GVISOR_RUNTIME, GVISOR_HOSTINET_RUNTIME)
-          and "--overlay2=none" not in _runtime_args(runtime)):
-        # gVisor's own overlay keeps writes inside the sandbox: Harbor's `docker cp` of a re-run's
-        # outputs would find nothing, and a solved task would grade as failed.
-        result["detail"] = (f"the engine's {runtime!r} runtime lacks --overlay2=none "
+    elif missing := [a for a in _GVISOR_ARGS.get(runtime, ()) if a not in _runtime_args(runtime)]:
+        result["detail"] = (f"the engine's {runtime!r} runtime lacks {' '.join(missing)} "
                             "(run scripts/ensure-docker)")
     else:
         probe = ContainerRun(base_image_tag(), purpose="probe",
@@ -92,8 +94,9 @@ def networked_runtime(runtime: str | None) -> str | None:
     engine does not list it."""
     if runtime != GVISOR_RUNTIME:
         return runtime
+    args = _GVISOR_ARGS[GVISOR_HOSTINET_RUNTIME]
     if (GVISOR_HOSTINET_RUNTIME in engine_runtimes()
-            and "--overlay2=none" in _runtime_args(GVISOR_HOSTINET_RUNTIME)):
+            and all(a in _runtime_args(GVISOR_HOSTINET_RUNTIME) for a in args)):
         return GVISOR_HOSTINET_RUNTIME
     log.warning("the engine has no %s runtime with --overlay2=none (scripts/ensure-docker "
                 "registers it): a networked container runs under runc", GVISOR_HOSTINET_RUNTIME)
