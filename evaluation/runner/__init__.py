@@ -43,7 +43,7 @@ Modules (import the package, `from evaluation import runner`, and use the names 
              that runs in it (judge/server.py)
   reaper     reap_stale, reap_job_prefix, reap_work_dirs (dead workers' work directories),
              work_tempdir_use (a worker process's own temporary folder)
-  sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
+  sandbox    the runtime of replays, re-grades and re-runs (gVisor's runsc when it works)
   harbor     the real Harbor CLI as a subprocess (re-run of Harbor harnesses): the only code
              that starts Harbor; task container on network none, the site's endpoint and key
              (host-side harnesses), or behind the model gateway (installed agents)
