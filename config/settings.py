@@ -547,9 +547,14 @@ VERIFICATION_REAP_ON_START = env.bool("VERIFICATION_REAP_ON_START", default=Fals
 # (temporary files, media, the engine's data root), a reachable engine with a patched runc, the
 # base image (with this id when set, e.g. sha256:...) and every task image under its digest tag.
 VERIFICATION_MIN_FREE_DISK_MB = env.int("VERIFICATION_MIN_FREE_DISK_MB", default=2048)
-# OCI runtime of containers that run submitter-written commands (replays, command agents):
-# auto = gVisor's runsc when the engine lists it and it passes a compatibility probe.
+# OCI runtime of containers that run submitter-written commands or read submitted output
+# (replays, re-grades, re-runs): auto = gVisor's runsc when the engine lists it and it passes a
+# compatibility probe.
 VERIFICATION_SANDBOX_RUNTIME = env.str("VERIFICATION_SANDBOX_RUNTIME", default="auto")
+# A production worker (DEBUG off) whose sandbox runtime is not gVisor is unhealthy, and claims
+# nothing, unless the operator accepts runc's shared kernel by name here.
+VERIFICATION_ALLOW_RUNC_WITHOUT_GVISOR = env.bool("VERIFICATION_ALLOW_RUNC_WITHOUT_GVISOR",
+                                                  default=False)
 VERIFICATION_EXPECTED_BASE_IMAGE_ID = env.str("VERIFICATION_EXPECTED_BASE_IMAGE_ID", default="")
 # Periodic jobs, declared in one place (HS20). Every 60 s: https://crontab.guru/#*_*_*_*_*
 CELERY_BEAT_SCHEDULE = {

@@ -29,7 +29,10 @@ runnable, "custom agent class (<import path>)". Every reason not to run is a Not
 whose ``by`` says whether the site or the submission lacks something.
 
 Every agent runs through runner.run_agent: a fresh task container with the task's limits, no
-network, no capabilities, a non-root user; the hidden answers never enter it. A command agent
+network, no capabilities, a non-root user, in the sandbox runtime (gVisor when it works here);
+the hidden answers never enter it. A Harbor re-run's task container runs under gVisor too
+(runsc, or runsc-hostinet behind the model gateway), except for the harnesses of RUNC_HARNESSES,
+which cannot run under it: they stay on runc, and the trial's evidence names the runtime. A command agent
 that needs a model API therefore needs an egress path the runner does not open today (see the
 README); the install script must work offline against the task image.
 """
@@ -53,6 +56,25 @@ BUILTIN = ("oracle", "nop", "replay")
 # they are never a submitter's harness. An upload naming one is refused,
 # unless it is accepted as a labelled reference run (submissions.harbor_intake).
 SITE_AGENTS = frozenset(BUILTIN)
+
+# Harnesses whose re-run cannot run under gVisor, each with the reason: their task container
+# stays on runc (the host's kernel), and each trial's evidence says which runtime ran it.
+RUNC_HARNESSES: dict[str, str] = {
+    "openhands": "its agent's action server on the container's loopback answers httpx with "
+                 "ConnectError under runsc-hostinet, so no action ever runs",
+    "terminus-2": "its terminal recording (asciinema rec in tmux, on by default) relays nothing "
+                  "of the shell it starts under gVisor, so the model never sees a command's "
+                  "output",
+}
+
+
+def rerun_runtime(harness: str, *, networked: bool) -> str | None:
+    """The OCI runtime of a Harbor re-run's task container: the sandbox runtime (its networked
+    variant for an agent behind the model gateway), or runc for a harness of RUNC_HARNESSES."""
+    if harness in RUNC_HARNESSES:
+        return None
+    runtime = runner.sandbox_runtime()
+    return runner.networked_runtime(runtime) if networked else runtime
 
 
 def is_site_agent(name: str | None) -> bool:
@@ -252,7 +274,8 @@ def run_harbor_agent(agent: SiteAgent, task_dir: Path, *, job_id: str, attempt: 
         task_dir, agent=agent.name, model=endpoint.model, base_url=endpoint.base_url,
         agent_kwargs=agent.kwargs, secret_env=endpoint.env, image=image, attempts=attempts,
         work_dir=work_dir, job_label=job_id, attempt=attempt,
-        gateway=endpoint.gateway() if in_container else None)
+        gateway=endpoint.gateway() if in_container else None,
+        runtime=rerun_runtime(agent.name, networked=in_container))
 
 
 def _run_oracle(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) -> runner.AgentRun:
@@ -271,9 +294,8 @@ def _run_replay(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run) 
     replay_dir.mkdir()
     for name, data in files.items():
         (replay_dir / name).write_bytes(data)
-    # Submitter-written commands: gVisor when the engine has a working runsc.
     return runner.run_agent(task_dir, command="bash /replay/run.sh",
-                            copy_in={"/replay": replay_dir}, runtime=runner.sandbox_runtime(),
+                            copy_in={"/replay": replay_dir},
                             trace_path=replay_mod.TRACE_PATH, **run)
 
 
@@ -289,8 +311,7 @@ def _run_command(agent: SiteAgent, task_dir: Path, tmp: Path, trajectory, **run)
     secrets = settings.VERIFICATION_AGENT_SECRETS or {}
     env = {k: str(secrets[k]) for k in agent.env_keys if k in secrets}
     return runner.run_agent(task_dir, command="bash /agent/install.sh && bash /agent/run.sh",
-                            copy_in={"/agent": agent_dir}, env=env,
-                            runtime=runner.sandbox_runtime(), **run)
+                            copy_in={"/agent": agent_dir}, env=env, **run)
 
 
 # One registry of site agent kinds: a new kind is one function and one entry here.
@@ -314,5 +335,6 @@ def run_site_agent(
     task_dir = Path(task_dir)
     image, _built = runner.build_task_image(task_dir)  # cached by content digest
     with tempfile.TemporaryDirectory(prefix="hab-agent-") as tmp:
+        # Submitter-written commands or a model's: gVisor when the engine has a working runsc.
         return run_kind(agent, task_dir, Path(tmp), trajectory, job_id=job_id, attempt=attempt,
-                        out_dir=out_dir, image=image)
+                        out_dir=out_dir, image=image, runtime=runner.sandbox_runtime())

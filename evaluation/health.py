@@ -1,7 +1,9 @@
 """Health of an evaluation worker (reliability matrix R12): enough free disk, a reachable Docker
 engine with a patched runc, the base image of this checkout present under its content tag (with the expected id when one is
 pinned), the harness image of each Harbor installed agent configured for the re-run
-and every registered task image present under its content-digest tag.
+and every registered task image present under its content-digest tag; in production (DEBUG off),
+gVisor as the sandbox runtime (matrix S15), unless VERIFICATION_ALLOW_RUNC_WITHOUT_GVISOR accepts
+runc.
 
 A worker checks its health before claiming a job (submissions.verification): an unhealthy
 worker claims nothing (the job stays pending and its message is retried with backoff, so a
@@ -58,10 +60,26 @@ def worker_health(*, task_dirs: list[Path] | None = None) -> dict:
         checks.append(_check("runc patched (CVE-2024-21626)", bool(engine["runc_patched"]),
                              str(engine["runc_version"])))
         checks += _image_checks(task_dirs)
+        checks += _kernel_isolation_check()
     warnings = _isolation_warnings() if engine["reachable"] else []
     problems = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"]]
     return {"healthy": not problems, "checks": checks, "problems": problems,
             "warnings": warnings, "checked_at": time.time()}
+
+
+def _kernel_isolation_check() -> list[dict]:
+    """In production, a worker that would run submitter-written commands on the host's kernel
+    (runc) is unhealthy unless the operator opted out by name; under DEBUG it is a warning."""
+    if settings.DEBUG or settings.VERIFICATION_ALLOW_RUNC_WITHOUT_GVISOR:
+        return []
+    try:
+        problem = runner.kernel_isolation_problem()
+    except Exception as exc:  # noqa: BLE001 - a health check reports, never raises
+        problem = f"unknown: {type(exc).__name__}: {exc}"
+    return [_check("kernel isolation (gVisor)", not problem,
+                   f"{problem} (scripts/ensure-docker installs a runsc that works; or set "
+                   "VERIFICATION_ALLOW_RUNC_WITHOUT_GVISOR=1 to accept runc)" if problem
+                   else runner.isolation(runner.GVISOR_RUNTIME))]
 
 
 def _isolation_warnings() -> list[str]:

@@ -43,7 +43,7 @@ Modules (import the package, `from evaluation import runner`, and use the names 
              that runs in it (judge/server.py)
   reaper     reap_stale, reap_job_prefix, reap_work_dirs (dead workers' work directories),
              work_tempdir_use (a worker process's own temporary folder)
-  sandbox    the runtime for submitter-written commands (gVisor's runsc when it works)
+  sandbox    the runtime of replays, re-grades and re-runs (gVisor's runsc when it works)
   harbor     the real Harbor CLI as a subprocess (re-run of Harbor harnesses): the only code
              that starts Harbor; task container on network none, the site's endpoint and key
              (host-side harnesses), or behind the model gateway (installed agents)
@@ -160,17 +160,21 @@ from evaluation.runner.results import (
     ExecResult,
 )
 from evaluation.runner.sandbox import (
+    GVISOR_HOSTINET_RUNTIME,
     GVISOR_RUNTIME,
     engine_runtimes,
     isolation,
     isolation_warnings,
+    kernel_isolation_problem,
+    networked_runtime,
     runtime_probe,
     sandbox_runtime,
 )
 from evaluation.runner.transfer import safe_extract, tar_from_dir, tar_from_files
 
 __all__ = [
-    "GVISOR_RUNTIME", "RootUserRefused", "TaskEnvironmentError", "UserMapping", "engine_runtimes",
+    "GVISOR_RUNTIME", "GVISOR_HOSTINET_RUNTIME", "kernel_isolation_problem", "networked_runtime",
+    "RootUserRefused", "TaskEnvironmentError", "UserMapping", "engine_runtimes",
     "isolation", "isolation_warnings", "user_mapping", "runtime_probe", "sandbox_runtime",
     "AGENT_UID", "APP_LABEL", "DEFAULT_LOG_CAP_BYTES", "DEFAULT_OUTPUT_CAP_BYTES",
     "DEFAULT_PIDS_LIMIT", "LABEL_APP", "LABEL_ATTEMPT", "LABEL_EXPIRES", "LABEL_JOB",

@@ -115,6 +115,8 @@ class HarborJob:
     # Every `harbor run`'s job directory: an installed agent's trials run one per `harbor run`
     # (each behind its own network and gateway); job_dir is the first.
     job_dirs: list[Path] = dataclasses.field(default_factory=list)
+    # The OCI runtime of the task container (None: the engine's default, runc).
+    runtime: str | None = None
 
 
 def harbor_bin() -> Path:
@@ -150,10 +152,11 @@ def site_kwargs(kwargs: dict | None) -> tuple[dict, list[str]]:
 
 
 def _overlay(image: str, job_label: str, attempt: int, lifetime_s: float,
-             network: str | None = None) -> str:
+             network: str | None = None, runtime: str | None = None) -> str:
     """Compose overlay for the task container: the site's task image instead of Harbor's build,
-    no network (or only the re-run's internal network, `network`), and the runner's labels
-    (YAML: `!reset` removes Harbor's build section)."""
+    no network (or only the re-run's internal network, `network`), the OCI runtime (`runtime`,
+    gVisor when it works here) and the runner's labels (YAML: `!reset` removes Harbor's build
+    section)."""
     labels = {
         LABEL_APP: APP_LABEL,
         LABEL_PURPOSE: "harbor",
@@ -163,7 +166,8 @@ def _overlay(image: str, job_label: str, attempt: int, lifetime_s: float,
     }
     net = ["    networks: [hab_site_egress]"] if network else ["    network_mode: none"]
     lines = ["services:", "  main:", "    build: !reset null", f"    image: {json.dumps(image)}",
-             "    pull_policy: never", *net, "    labels:"]
+             "    pull_policy: never", *net,
+             *([f"    runtime: {json.dumps(runtime)}"] if runtime else []), "    labels:"]
     lines += [f"      {json.dumps(k)}: {json.dumps(v)}" for k, v in labels.items()]
     if network:
         lines += ["networks:", "  hab_site_egress:", "    external: true",
@@ -271,9 +275,13 @@ def harbor_run(
     attempt: int = 1,
     timeout_s: float | None = None,
     gateway: ModelGateway | None = None,
+    runtime: str | None = None,
 ) -> HarborJob:
     """`harbor run` of one task package with `attempts` trials of `agent` on `model`, in
     containers of `image` (the site's task image, runner.build_task_image).
+
+    `runtime` is the task container's OCI runtime on the worker's engine (None: runc); the
+    caller picks it (evaluation.agents: gVisor unless the harness cannot run under it).
 
     With `gateway` (a Harbor installed agent, harnesses.INSTALLED_HARNESSES), the agent runs in
     the task image with the harness baked in, behind the site's model gateway (egress.py):
@@ -297,7 +305,7 @@ def harbor_run(
     timeout_s = float(timeout_s or settings.VERIFICATION_HARBOR_TIMEOUT_S or agent_timeout + 900)
     run = {"task_dir": task_dir, "agent": agent, "model": model, "attempts": attempts,
            "work_dir": work_dir, "job_label": job_label, "attempt": attempt,
-           "timeout_s": timeout_s}
+           "timeout_s": timeout_s, "runtime": runtime}
     if gateway is None:
         kwargs["api_base"] = base_url
         return _invoke(**run, kwargs=kwargs, env=secret_env, image=image, network=None)
@@ -344,13 +352,13 @@ def harbor_run(
         trials=[t for j in jobs for t in j.trials],
         log_tail="\n".join(j.log_tail for j in jobs)[-LOG_TAIL_BYTES:],
         timed_out=any(j.timed_out for j in jobs),
-        gateway_log=[entry for j in jobs for entry in (j.gateway_log or [])])
+        gateway_log=[entry for j in jobs for entry in (j.gateway_log or [])], runtime=runtime)
 
 
 def harbor_command(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: Path,
                    job_label: str, attempt: int, timeout_s: float, kwargs: dict,
                    env: dict[str, str], image: str, network: str | None,
-                   ) -> tuple[list[str], dict[str, str]]:
+                   runtime: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The `harbor run` command line and the secret environment it is given, for the backend
     VERIFICATION_HARBOR_ENVIRONMENT (harbor_envs.py). On the worker's engine (`docker`) the
     site's compose overlay sets the image, the labels and the network; elsewhere Harbor builds
@@ -361,7 +369,7 @@ def harbor_command(*, task_dir: Path, agent: str, model: str, attempts: int, wor
     if backend.local:
         overlay = work_dir / "site-overlay.compose.yaml"
         overlay.write_text(_overlay(image, _safe_name(job_label), attempt, timeout_s + 600,
-                                    network=network))
+                                    network=network, runtime=runtime))
         placement = ["--extra-docker-compose", str(overlay)]
         task_path = task_dir
     else:
@@ -386,13 +394,13 @@ def harbor_command(*, task_dir: Path, agent: str, model: str, attempts: int, wor
 
 def _invoke(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: Path,
             job_label: str, attempt: int, timeout_s: float, kwargs: dict, env: dict[str, str],
-            image: str, network: str | None) -> HarborJob:
+            image: str, network: str | None, runtime: str | None = None) -> HarborJob:
     jobs_dir = work_dir / "jobs"
     job_name = "rerun"
     cmd, env = harbor_command(task_dir=task_dir, agent=agent, model=model, attempts=attempts,
                               work_dir=work_dir, job_label=job_label, attempt=attempt,
                               timeout_s=timeout_s, kwargs=kwargs, env=env, image=image,
-                              network=network)
+                              network=network, runtime=runtime)
     log_path = work_dir / "harbor.log"
     t0 = time.monotonic()
     timed_out = False
@@ -419,7 +427,7 @@ def _invoke(*, task_dir: Path, agent: str, model: str, attempts: int, work_dir: 
         tail = log.read().decode("utf-8", "replace")
     job = HarborJob(cmd=cmd, returncode=proc.returncode, seconds=time.monotonic() - t0,
                     job_dir=jobs_dir / job_name, trials=_read_trials(jobs_dir / job_name),
-                    log_tail=tail, timed_out=timed_out)
+                    log_tail=tail, timed_out=timed_out, runtime=runtime)
     if not job.trials:
         why = "timed out" if timed_out else f"exited with {proc.returncode}"
         raise InfrastructureError(f"harbor run {why} without a trial result: {tail[-1500:]}")

@@ -27,6 +27,7 @@ from evaluation.runner.limits import (
     task_user,
 )
 from evaluation.runner.results import ExecResult
+from evaluation.runner.sandbox import sandbox_runtime
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,8 @@ def run_verifier(
 ) -> VerifierRun:
     """Grade in a fresh container: declared outputs (as data) + tests/ in, reward.json out.
 
-    The verifier has no network. With `judge`, a gateway container answers the grader's judge
+    The verifier reads submitted output, so it runs in the sandbox runtime (gVisor when it
+    works here) and has no network. With `judge`, a gateway container answers the grader's judge
     requests on a Unix socket (the verifier's only way out) and `judge_log` lists them.
     """
     task_dir = Path(task_dir)
@@ -247,6 +249,7 @@ def run_verifier(
             },
             env=env,
             shared_volumes=shared,
+            runtime=sandbox_runtime(),
         ) as run:
             # The agent's declared outputs, as data (read-only for the grader: owned by root).
             for p in outputs:

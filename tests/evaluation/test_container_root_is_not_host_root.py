@@ -14,25 +14,29 @@ from evaluation.runner.base import base_image_tag
 pytestmark = pytest.mark.docker
 
 
-def test_s13_container_root_is_an_unprivileged_host_uid(docker_engine):
-    """S13: the engine remaps user namespaces. From inside a replay container (the sandbox
-    runtime, the agent user) /proc/self/uid_map is not the identity map: container uid 0 is host
-    uid 100000 (dockremap's range), and a file the agent writes in its workspace belongs, on the
-    host, to an unprivileged uid (the engine's offset + the agent's uid)."""
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["runc", "sandbox-runtime"])
+def test_s13_container_root_is_an_unprivileged_host_uid(docker_engine, sandboxed):
+    """S13: the engine remaps user namespaces. From inside a replay container under runc (the
+    agent user) /proc/self/uid_map is not the identity map: container uid 0 is host uid 100000
+    (dockremap's range); under the sandbox runtime (gVisor, whose own kernel shows its own map)
+    too, a file the agent writes in its workspace belongs, on the host, to an unprivileged uid
+    (the engine's offset + the agent's uid)."""
     mapping = runner.user_mapping()
     assert mapping.mode == "userns-remap", (
         f"{mapping.describe()}: run scripts/ensure-docker as root (it sets userns-remap)")
     assert mapping.uid_offset >= 65536
+    runtime = runner.sandbox_runtime() if sandboxed else None
     run = runner.ContainerRun(base_image_tag(), purpose="replay",
                               job_id=f"uidmap-{os.getpid()}-{uuid.uuid4().hex[:6]}",
-                              runtime=runner.sandbox_runtime(), seed_workspace=False)
+                              runtime=runtime, seed_workspace=False)
     with run as r:
         res = r.exec("cat /proc/self/uid_map; id -u; touch /workspace/mine", timeout_s=60)
         assert res.exit_code == 0, res.text
         volume = runner.client().volumes.get(r._volume_names["/workspace"])
         owner = os.stat(os.path.join(volume.attrs["Mountpoint"], "mine")).st_uid
     first_map = res.text.split("\n")[0].split()
-    assert first_map == ["0", str(mapping.uid_offset), "65536"], res.text
+    if runtime is None:
+        assert first_map == ["0", str(mapping.uid_offset), "65536"], res.text
     agent_uid = int(res.text.split("\n")[1])
     assert agent_uid == runner.AGENT_UID and owner == mapping.uid_offset + agent_uid != 0
 

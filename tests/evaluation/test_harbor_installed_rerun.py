@@ -47,6 +47,9 @@ HARNESS = "mini-swe-agent"
 VERSION = "2.4.6"
 LINE_RE = re.compile(r"^(EGRESS|GATEWAY) (\S+) (\S+)\s*$", re.M)
 DONE = bash_reply("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "done")
+# From inside the task container: KERNEL_IS_1 when its dmesg is gVisor's boot banner (the
+# typed command itself shows only the unexpanded form).
+KERNEL_PROBE = "echo KERNEL_IS_$(dmesg 2>/dev/null | head -1 | grep -c 'Starting gVisor')"
 
 # Run inside the task container by the agent: finds the gateway the agent was given (Harbor
 # passes it to mini-swe-agent as model.model_kwargs.api_base), probes, prints one line each.
@@ -144,7 +147,7 @@ def test_mini_swe_agent_reaches_only_the_model_endpoint(settings, harbor_ready, 
     outside = ["1.1.1.1:80", f"{bridge}:{stub.port}", f"127.0.0.1:{stub.port}"]
     probe_cmd = ("cat > /tmp/probe.py <<'PROBE_EOF'\n" + PROBE + "\nPROBE_EOF\n"
                  f"python3 /tmp/probe.py {stub.port} {' '.join(outside)}; "
-                 + _write(_answer(right=True)))
+                 f"{KERNEL_PROBE}; " + _write(_answer(right=True)))
     stub.scripts["stub-probe"] = [bash_reply(probe_cmd, "probe"), DONE]
     try:
         settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {"openai/stub-probe": _endpoint(stub, bridge)}
@@ -197,6 +200,9 @@ def test_mini_swe_agent_reaches_only_the_model_endpoint(settings, harbor_ready, 
     assert (gw["proxy_line"], gw["CONNECT"]) == ("405", "405"), gw
     assert gw["POST_chat"] == "200", gw  # the model endpoint works from inside
     assert stub.count("stub-direct") == 1
+    # S15: the agent's container ran on gVisor's kernel, its only network the gateway's.
+    assert hb.runtime == runner.GVISOR_HOSTINET_RUNTIME, hb.runtime
+    assert "KERNEL_IS_1" in seen, seen[-4000:]
     refused = [e for e in hb.gateway_log if e.get("refused")]
     assert len(refused) == 5, hb.gateway_log
     served = [e for e in hb.gateway_log if e.get("status") == 200]

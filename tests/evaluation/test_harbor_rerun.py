@@ -42,6 +42,9 @@ CT = "ct-abnormality-classification/synthetic_01"
 CT_DIR = REPO / "tasks" / CT
 SITE_KEY = "sk-site-only-1234"
 EGRESS_RE = re.compile(r"^EGRESS (\S+) (OPEN|BLOCKED)\s*$", re.M)
+# From inside the task container: KERNEL_IS_1 when its dmesg is gVisor's boot banner (the
+# typed command itself shows only the unexpanded form).
+KERNEL_PROBE = "echo KERNEL_IS_$(dmesg 2>/dev/null | head -1 | grep -c 'Starting gVisor')"
 
 
 def _answer(*, right: bool) -> str:
@@ -89,7 +92,8 @@ def test_terminus2_reaches_only_the_site_endpoint(settings, harbor_ready, tmp_pa
     gateway = _bridge_gateway()
     stub = StubModel({}).start()
     targets = ["1.1.1.1:80", f"{gateway}:{stub.port}", f"127.0.0.1:{stub.port}"]
-    stub.scripts["stub-probe"] = _script(_probe(targets), _write(_answer(right=True)))
+    stub.scripts["stub-probe"] = _script(_probe(targets), KERNEL_PROBE,
+                                         _write(_answer(right=True)))
     try:
         settings.VERIFICATION_RERUN_MODEL_ENDPOINTS = {"openai/stub-probe": {
             "base_url": stub.base_url, "key_env": "OPENAI_API_KEY", "key_secret": "STUB"}}
@@ -129,6 +133,12 @@ def test_terminus2_reaches_only_the_site_endpoint(settings, harbor_ready, tmp_pa
     # What the agent's commands saw: every address unreachable.
     seen = dict(EGRESS_RE.findall("\n".join(stub.texts("stub-probe"))))
     assert seen == {t: "BLOCKED" for t in targets}, stub.texts("stub-probe")[-1][-3000:]
+    # S15: terminus-2 is one of the harnesses that cannot run under gVisor (its terminal
+    # recording relays nothing there): its task container ran under runc, the host's kernel,
+    # and the job says so.
+    assert "terminus-2" in agents.RUNC_HARNESSES
+    assert hb.runtime is None
+    assert "KERNEL_IS_0" in "\n".join(stub.texts("stub-probe")), stub.texts("stub-probe")[-1]
 
     # The collected output grades like any other; nothing of the run is left behind.
     image, _built = runner.build_task_image(CT_DIR)

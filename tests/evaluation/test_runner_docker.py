@@ -321,7 +321,7 @@ def test_verifier_has_no_network_and_reaches_only_the_judge_gateway(base_image, 
                     socket.create_connection((host, port), timeout=2).close(); out[name] = 1.0
                 except OSError:
                     out[name] = 0.0
-            out["interfaces"] = sorted(os.listdir("/sys/class/net"))
+            out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
             json.dump({{"reward": 1.0, **out}}, open("/logs/verifier/reward.json", "w"))
             EOF
             """))

@@ -199,7 +199,7 @@ def test_replay_reproduces_flags_and_reports_unknown_tools(settings, oracle):
     isolation = runner.isolation(runner.sandbox_runtime())
     assert replays[1].detail["isolation"] == isolation and "isolation" not in replays[3].detail
     regrade = TrialCheck.objects.get(job=job, kind=CheckKind.REGRADE, trial=replays[1].trial)
-    assert regrade.detail["isolation"] == runner.isolation(None)
+    assert regrade.detail["isolation"] == isolation  # S15: the re-grade is sandboxed too
     staff = Client()
     staff.force_login(get_user_model().objects.create_user("iso-staff", is_staff=True))
     page = staff.get(f"/submissions/{sub.pk}/trials/{replays[1].trial.pk}/trajectory/")

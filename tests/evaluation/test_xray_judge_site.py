@@ -243,7 +243,7 @@ def test_the_xray_verifier_reaches_only_the_judge_gateway(settings, stub, tmp_pa
         out["gateway_free_prompt"] = ask("POST", "/v1/chat/completions", free.encode(),
                                          {{"Content-Type": "application/json"}})
         out["key_in_env"] = any({KEY!r} in v for v in os.environ.values())
-        out["interfaces"] = sorted(os.listdir("/sys/class/net"))
+        out["interfaces"] = sorted(n for _, n in socket.if_nameindex())
         json.dump(out, open("/logs/verifier/reward.json", "w"))
         EOF
         """))

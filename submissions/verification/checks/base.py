@@ -227,15 +227,14 @@ def screen_trial(trial: Trial, *, activity: dict | None):
     return rules, hits, evidence, trajectory
 
 
-# The checks that run containers: the replay runs the submitter's commands in the sandbox
-# runtime; the re-grade's verifier, the re-run and the infrastructure re-attempt in the
-# engine's default runtime. All under the engine's user mapping.
+# The checks that run containers, all in the sandbox runtime (gVisor when it works here) and
+# under the engine's user mapping; a Harbor re-run records its task container's own runtime.
 _CONTAINER_CHECKS = (CheckKind.REGRADE, CheckKind.REPLAY, CheckKind.RERUN, CheckKind.INFRA)
 
 
 def isolation_of(kind: str) -> str:
     """In words: the kernel and the user mapping a check of ``kind`` ran its containers under."""
-    return runner.isolation(runner.sandbox_runtime() if kind == CheckKind.REPLAY else None)
+    return runner.isolation(runner.sandbox_runtime())
 
 
 @dataclass

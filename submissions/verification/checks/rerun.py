@@ -319,6 +319,7 @@ class Rerun(Check):
             CheckStatus.MATCH if reward >= 1.0 else CheckStatus.MISMATCH,
             verified_reward=reward, claimed_reward=claimed, reproduced=reward >= 1.0,
             reason=run.result.reason, detail={"agent": agent.name, "kind": agent.kind,
+                                              "runtime": runner.sandbox_runtime() or "runc",
                                               "log_tail": run.result.text[-2000:],
                                               "measured": rerun_measured(
                                                   model=agent.model, agent_seconds=run_s)},
@@ -372,6 +373,8 @@ class Rerun(Check):
                         "agent_s": trial.agent_seconds,
                         "harbor_job_s": hb.seconds, "harbor_trials": len(hb.trials),
                         "grade_s": grade_s, "log_tail": hb.log_tail[-2000:], **egress,
+                        # the task container's runtime: gVisor, or runc for RUNC_HARNESSES
+                        "runtime": hb.runtime or "runc", "isolation": runner.isolation(hb.runtime),
                         # the site's own time, tokens and cost (price table) of this re-run
                         "measured": rerun_measured(
                             model=agent.model, agent_seconds=trial.agent_seconds,
