@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from html import escape
 
 WIDE_WIDTH = 960
-NARROW_WIDTH = 360
+NARROW_WIDTH = 340
 # Plotly.js's defaults where a figure names none.
 DEFAULT_HEIGHT = 450
 COLORWAY = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -339,7 +339,7 @@ def render(fig: dict, *, chart_id: str, label_id: str | None = None, narrow: boo
     label = _attrs(role="img", aria_labelledby=label_id) if label_id else ""
     variant = "narrow" if narrow else "wide"
     out.append(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart-svg chart-svg-{variant}"'
-               f'{_attrs(viewBox=f"0 0 {width} {_num(total_h)}", width=width, height=_num(total_h))}'
+               f'{_attrs(viewBox=f"0 0 {width} {_num(total_h)}", width=width, height=total_h)}'
                f'{label}{_attrs(data_chart_svg=chart_id)} font-size="{_num(fs)}">')
     if standalone:
         out.append(f"<style>{STANDALONE_STYLE}</style>")
@@ -417,7 +417,8 @@ def _axes(xaxis, yaxis, fs, xfs, top, bottom, left, right, x_top, angle, trunc) 
             y = yaxis.pos(c)
             full = str(c)
             shown = _truncate(full, fs, left - 10)
-            out.append(f'<text class="cs-text" text-anchor="end"{_attrs(x=left - 6, y=y + fs * 0.35)}>'
+            out.append(f'<text class="cs-text" text-anchor="end"'
+                       f'{_attrs(x=left - 6, y=y + fs * 0.35)}>'
                        f'<title>{escape(full)}</title>{escape(shown)}</text>')
     xt = (xaxis.spec.get("title") or {}).get("text")
     if xt:
@@ -524,11 +525,12 @@ def _scatter(t: dict, index: int, xaxis, yaxis, fs) -> list[str]:
     if "lines" in mode and len(pts) > 1:
         line = t.get("line") or {}
         d = f"M{_num(pts[0][0])} {_num(pts[0][1])}"
-        for (_x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+        for _start, (x1, y1) in zip(pts, pts[1:], strict=False):
             d += (f"H{_num(x1)}V{_num(y1)}" if line.get("shape") == "hv"
                   else f"L{_num(x1)} {_num(y1)}")
         dash = "3 3" if line.get("dash") == "dot" else None
-        out.append(f'<path class="cs-line" fill="none"{_attrs(d=d, stroke=colour, stroke_width=2, stroke_dasharray=dash)}/>')
+        out.append(f'<path class="cs-line" fill="none"'
+                   f'{_attrs(d=d, stroke=colour, stroke_width=2, stroke_dasharray=dash)}/>')
     if "markers" in mode:
         marker = t.get("marker") or {}
         r = float(marker.get("size") or 6) / 2
@@ -582,7 +584,9 @@ def _legend(rows, fs, y0, width) -> list[str]:
                 out.append(f'<{el}{attrs}{_attrs(fill=colour)}/>')
             else:
                 dash = "3 3" if (t.get("line") or {}).get("dash") == "dot" else None
-                out.append(f'<path fill="none"{_attrs(d=f"M{_num(x)} {_num(y)}h18", stroke=colour, stroke_width=2, stroke_dasharray=dash)}/>')
+                d = f"M{_num(x)} {_num(y)}h18"
+                out.append(f'<path fill="none"'
+                           f'{_attrs(d=d, stroke=colour, stroke_width=2, stroke_dasharray=dash)}/>')
             out.append(f'<text class="cs-text"{_attrs(x=x + 24, y=y + fs * 0.35)}>'
                        f'{escape(name)}</text>')
     out.append("</g>")
