@@ -152,7 +152,8 @@ def test_chart_pages_draw_the_svg_and_load_no_plotly(path, client, demo_bv):
         assert 'class="chart-svg chart-svg-narrow"' in figure
         assert f'href="/charts/{chart}.svg"' in body
     bar = body.split('data-testid="export-bar"')[1].split("</div>")[0]
-    assert 'data-testid="copy-markdown" hidden' in bar  # shown by charts.js (clipboard)
+    # Shown only when scripts run (site.js marks <html>): the clipboard needs them.
+    assert 'class="export-md js-only" data-testid="copy-markdown"' in bar
     assert ".csv" in bar and 'data-testid="permalink" href="http://testserver' + path in bar
 
 

@@ -47,6 +47,8 @@ def test_every_chart_is_drawn_without_javascript_at_both_widths(live_server):
                                          and c["shown"] == [f"chart-svg {variant}"]
                                          for c in charts):
                     bad[f"{path} @ {viewport}"] = charts
+                if page.locator("button.js-only").first.is_visible():
+                    bad[f"{path} @ {viewport}"] = "a button that needs JavaScript is shown"
             assert not [s for s in scripts if "plotly" in s]
             ctx.close()
     assert bad == {}

@@ -65,7 +65,6 @@
   document.querySelectorAll("button.chart-interactive").forEach(function (button) {
     var el = document.querySelector('div.chart[data-chart="' + button.dataset.chartFor + '"]');
     if (!el) { return; }
-    button.hidden = false;
     button.addEventListener("click", function () {
       button.disabled = true;
       button.textContent = "Loading the interactive chart…";
@@ -98,6 +97,10 @@
   }
   function copy(bar, text, done) {
     var status = bar.querySelector(".export-status");
+    if (!navigator.clipboard) {
+      status.textContent = "This browser offers no clipboard here: use the links.";
+      return;
+    }
     navigator.clipboard.writeText(text).then(function () {
       status.textContent = done;
     }, function () {
@@ -108,15 +111,12 @@
     var table = document.getElementById(bar.dataset.tableId);
     var md = bar.querySelector("button.export-md");
     var link = bar.querySelector("button.export-permalink");
-    if (!navigator.clipboard) { return; }
     if (md && table) {
-      md.hidden = false;
       md.addEventListener("click", function () {
         copy(bar, markdown(bar, table), "Table copied as Markdown.");
       });
     }
     if (link) {
-      link.hidden = false;
       link.addEventListener("click", function () {
         copy(bar, bar.querySelector("a.permalink").href, "Permalink copied.");
       });
