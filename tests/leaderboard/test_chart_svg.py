@@ -194,3 +194,16 @@ def test_a_submitted_agent_name_is_escaped_in_the_pages_svg(client, small_benchm
             _parse(svg)
             assert "<script" not in svg and "<img" not in svg, path
         assert any("&lt;img src=x" in svg for svg in svgs), path
+
+
+@pytest.mark.parametrize(("path", "table", "table_id"), [("/task-matrix/", "task-matrix",
+                                                           "task-matrix"),
+                                                          ("/tasks/", "tasks", "task-catalogue")])
+def test_table_pages_without_a_chart_have_the_export_bar_and_no_plotly(path, table, table_id,
+                                                                      client, demo_bv):
+    body = client.get(path + "?q=codex").content.decode()
+    bar = body.split('data-testid="export-bar"')[1].split("</div>")[0]
+    assert f'data-table-id="{table_id}"' in bar and f'id="{table_id}"' in body
+    assert f'href="/{table}.csv?q=codex"' in bar
+    assert f'data-testid="permalink" href="http://testserver{path}?q=codex"' in bar
+    assert "/static/leaderboard/js/export.js" in body and "plotly" not in body

@@ -1,8 +1,8 @@
 """Charts and export in a real browser (Debian's chromium through Playwright), at 390x844 and
 1440x900: every chart page shows its chart with JavaScript off (the server's SVG, the variant for
 the width, inside its container) and fetches no Plotly; with JavaScript on, "Copy table as
-Markdown" puts the table on the clipboard, "Download SVG" saves the chart's file, and the
-permalink keeps the filters."""
+Markdown" puts the table on the clipboard (on a chart page and on the task matrix), "Download
+SVG" saves the chart's file, and the permalink keeps the filters."""
 
 import re
 
@@ -96,5 +96,13 @@ def test_markdown_is_copied_and_the_svg_downloaded_at_both_widths(live_server, t
             bar.get_by_role("status").filter(has_text="Permalink copied.").wait_for()
             link = page.evaluate("() => navigator.clipboard.readText()")
             assert link.endswith("/categories/?verified=&q=codex")
+            # A table page without a chart: the same bar, its own table.
+            page.goto(live_server.url + "/task-matrix/?q=codex")
+            bar = page.locator('[data-testid="export-bar"]')
+            bar.get_by_role("button", name="Copy table as Markdown").click()
+            bar.get_by_role("status").filter(has_text="Table copied as Markdown.").wait_for()
+            md = page.evaluate("() => navigator.clipboard.readText()")
+            rows = [ln for ln in md.splitlines()[2:] if ln.startswith("| Codex")]
+            assert len(rows) == page.locator("#task-matrix tbody tr").count() >= 2, md[:300]
             assert plotly == []  # none of it needed Plotly
             ctx.close()
