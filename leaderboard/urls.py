@@ -13,6 +13,7 @@ urlpatterns = [
     path("tasks/<slug:category>/<slug:case>/", views.show_task, name="task"),
     path("agents/<slug:slug>/", views.show_agent, name="agent"),
     path("agents/<slug:slug>/cite.<str:fmt>", views.show_citation, name="agent-cite"),
+    path("charts/<slug:chart>.svg", views.download_chart_svg, name="chart-svg"),
     path("badge/<slug:slug>.svg", views.show_badge, name="badge"),
     path("card/leaderboard.png", views.show_leaderboard_card, name="card-leaderboard"),
     path("card/agents/<slug:slug>.png", views.show_agent_card, name="card-agent"),

@@ -10,10 +10,12 @@ from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_safe
 
 from leaderboard import (
     cards,
+    chart_svg,
     charts,
     csv_copy,
     history,
@@ -262,9 +264,7 @@ def show_harness_effect(request: HttpRequest) -> HttpResponse:
 @cached_response
 def show_cost(request: HttpRequest) -> HttpResponse:
     bv, filters, ctx = _context(request)
-    axis = request.GET.get("x", "cost")
-    if axis not in charts.X_AXES:
-        axis = "cost"
+    axis = _cost_axis(request)
     window = _window(request, settings.LEADERBOARD_PAGE_SIZE)
     shown, total = selectors.leaderboard_window(benchmark_version=bv, filters=filters,
                                                 window=window)
@@ -280,6 +280,105 @@ def show_cost(request: HttpRequest) -> HttpResponse:
                 "chart_title": charts.cost_title(axis),
                 "any_reconstructed": any(e.reconstructed for e in entries)})
     return render(request, "leaderboard/cost.html", ctx)
+
+
+def _cost_axis(request: HttpRequest) -> str:
+    axis = request.GET.get("x", "cost")
+    return axis if axis in charts.X_AXES else "cost"
+
+
+# Each chart a page draws, rebuilt from the page's own query string for its SVG download:
+# chart id -> (page's URL name, builder(request, bv, filters) -> (figure, title, whether it
+# shows reconstructed rows)). The same selectors and windows as the page, so the file is the
+# chart the reader was looking at.
+def _recon(entries) -> bool:
+    return any(e.reconstructed for e in entries)
+
+
+def _lb_figure(request, bv, filters):
+    entries, _ = selectors.leaderboard_window(
+        benchmark_version=bv, filters=filters,
+        window=_window(request, settings.LEADERBOARD_PAGE_SIZE), ranked=True)
+    return (charts.leaderboard_bar(sorted(entries, key=lambda e: e.rank)),
+            "Success rate with its 95% task-clustered interval", _recon(entries))
+
+
+def _categories_figure(request, bv, filters):
+    categories, entries = selectors.category_matrix(
+        benchmark_version=bv, filters=filters,
+        window=_window(request, settings.LEADERBOARD_PAGE_SIZE))
+    return (charts.category_heatmap(categories, entries), "Success rate by category",
+            _recon(entries))
+
+
+def _agents_figure(request, bv, filters):
+    entries, _ = selectors.leaderboard_window(
+        benchmark_version=bv, filters=filters,
+        window=_window(request, settings.LEADERBOARD_PAGE_SIZE))
+    return (charts.imaging_text_bars([e.agent.display_name for e in entries],
+                                     [e.imaging_macro for e in entries],
+                                     [e.text_macro for e in entries]),
+            "Imaging vs text per agent (macro means)", _recon(entries))
+
+
+def _families_figure(request, bv, filters):
+    families = selectors.harness_family_aggregates(benchmark_version=bv)
+    return (charts.imaging_text_bars([f.label for f in families],
+                                     [f.imaging_macro for f in families],
+                                     [f.text_macro for f in families]),
+            "Imaging vs text per harness family (macro means)", False)
+
+
+def _harness_figure(request, bv, filters):
+    rows, _ = _rows_window(request, selectors.same_model_across_harnesses(benchmark_version=bv),
+                           "page", "models")
+    return (charts.comparison_dots(rows, lambda e: e.agent.harness.display_name),
+            "Success rate of one model under each harness (dots with 95% intervals)",
+            _recon([e for r in rows for e in r.entries]))
+
+
+def _versions_figure(request, bv, filters):
+    rows, _ = _rows_window(request, selectors.versions_within_harness(benchmark_version=bv),
+                           "vpage", "harness · model lines")
+    return (charts.comparison_dots(rows, lambda e: e.agent.model.display_name),
+            "Model versions within a harness (dots with 95% intervals)",
+            _recon([e for r in rows for e in r.entries]))
+
+
+def _cost_figure(request, bv, filters):
+    axis = _cost_axis(request)
+    entries = selectors.leaderboard_rows(benchmark_version=bv, filters=filters)
+    return charts.cost_scatter(entries, axis), charts.cost_title(axis), _recon(entries)
+
+
+CHART_FIGURES = {
+    "lb-chart": ("leaderboard", _lb_figure), "cat-chart": ("categories", _categories_figure),
+    "agent-chart": ("groups", _agents_figure), "family-chart": ("groups", _families_figure),
+    "harness-chart": ("harness", _harness_figure), "version-chart": ("harness", _versions_figure),
+    "cost-chart": ("cost", _cost_figure),
+}
+
+
+@require_GET
+def download_chart_svg(request: HttpRequest, chart: str) -> HttpResponse:
+    """One chart as a standalone SVG file: its title, and the site's name, the benchmark
+    version, the date and the page's permalink under it."""
+    if chart not in CHART_FIGURES:
+        raise Http404("unknown chart")
+    page, build = CHART_FIGURES[chart]
+    bv, filters = _params(request)
+    fig, title, reconstructed = build(request, bv, filters)
+    query = request.GET.urlencode()
+    permalink = request.build_absolute_uri(reverse(page)) + (f"?{query}" if query else "")
+    footer = (f"HealthAgentBench leaderboard · {bv.slug} · {timezone.now():%Y-%m-%d} · "
+              f"{permalink}")
+    if reconstructed:
+        footer += " · includes the paper's reconstructed rows (not real runs)"
+    svg = chart_svg.render(fig, chart_id=chart, standalone=True, heading=title, footer=footer)
+    response = HttpResponse('<?xml version="1.0" encoding="UTF-8"?>\n' + svg,
+                            content_type="image/svg+xml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{chart}-{bv.slug}.svg"'
+    return response
 
 
 @require_GET

@@ -3,9 +3,10 @@
 from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from evaluation.judge.synthetic import is_synthetic, is_synthetic_trajectory_judge
-from leaderboard import reconstruction_spread
+from leaderboard import chart_svg, reconstruction_spread
 from leaderboard.formatting import format_pct
 
 register = template.Library()
@@ -187,19 +188,15 @@ def share(value) -> str:
     return reconstruction_spread.share_text(value)
 
 
-# Plotly's height when a layout names none.
-PLOTLY_DEFAULT_HEIGHT = 450
-
-
-@register.filter
-def chart_height(fig, variant="") -> int:
-    """The height (px) a figure draws at: its layout's, or its narrow variant's (below 600 px,
-    static/leaderboard/js/charts.js) when ``variant`` is "narrow" and it has one."""
-    layout = (fig or {}).get("layout") or {}
-    height = layout.get("height") or PLOTLY_DEFAULT_HEIGHT
-    if variant == "narrow":
-        height = (((fig or {}).get("narrow") or {}).get("layout") or {}).get("height") or height
-    return int(height)
+@register.simple_tag
+def chart_svgs(fig, chart_id: str):
+    """The figure drawn by the server, wide and narrow (site.css shows one by width), each
+    labelled by the figure's caption."""
+    label = f"{chart_id}-caption"
+    svg = (chart_svg.render(fig, chart_id=chart_id, label_id=label)
+           + chart_svg.render(fig, chart_id=chart_id, label_id=label, narrow=True))
+    # chart_svg escapes every string it draws (agent names are submitted text).
+    return mark_safe(svg)  # noqa: S308
 
 
 @register.filter

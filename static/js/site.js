@@ -2,6 +2,9 @@
 // narrow screens. Without JavaScript the menu stays open and the button stays hidden.
 (function () {
   "use strict";
+  // Controls that need JavaScript (class js-only) are laid out from the first paint when it
+  // runs, and never shown when it does not: nothing moves when the page's scripts start.
+  document.documentElement.classList.add("js");
   var header = document.querySelector("[data-menu]");
   if (!header) { return; }
   var button = header.querySelector(".menu-button");
