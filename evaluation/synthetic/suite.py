@@ -62,7 +62,7 @@ DIFFICULTY: dict[str, list[dict]] = {
         {"grid": 8, "tumour_blobs": [3, 3, 2]},
         {"grid": 9, "tumour_blobs": [12, 5]},
         {"grid": 9, "tumour_blobs": [2, 2]},
-        {"grid": 10, "tumour_blobs": [16, 8]},
+        {"grid": 10, "tumour_blobs": [10, 5]},
         {"grid": 10, "tumour_blobs": [6, 4, 3]},
     ],
     "ct-abnormality-classification": [
