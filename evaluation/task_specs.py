@@ -12,6 +12,7 @@ Pure Python (tomllib + pydantic): no Django, no Docker, safe to import anywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tomllib
 from collections.abc import Iterator
@@ -183,22 +184,33 @@ def declared_outputs(spec: dict) -> list[str]:
 
 
 
+def package_file_names(root: Path) -> list[str]:
+    """Every regular file of the package as a relative posix path, skipping VCS/cache
+    droppings, sorted by path components (as Path objects sort). Strings from os.walk:
+    pathlib's per-file overhead made a 54-package sync take tens of seconds."""
+    found = []
+    for top, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in IGNORED_NAMES]
+        for name in names:
+            if name in IGNORED_NAMES or name.endswith(IGNORED_SUFFIXES):
+                continue
+            path = os.path.join(top, name)
+            if os.path.isfile(path):
+                found.append(os.path.relpath(path, root).split(os.sep))
+    return ["/".join(parts) for parts in sorted(found)]
+
+
 def iter_package_files(root: Path) -> Iterator[Path]:
-    """Every regular file of the package, skipping VCS/cache droppings, in sorted order."""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part in IGNORED_NAMES for part in rel.parts) or path.name.endswith(IGNORED_SUFFIXES):
-            continue
-        if path.is_file():
-            yield path
+    """Every regular file of the package (package_file_names), as paths."""
+    for rel in package_file_names(root):
+        yield root / rel
 
 
 def package_digest(root: Path) -> str:
     """sha256 over sorted ``<relpath>\\0<sha256(bytes)>\\n`` lines (Harbor's packager scheme)."""
     outer = hashlib.sha256()
-    for path in iter_package_files(root):
-        rel = path.relative_to(root).as_posix()
-        outer.update(f"{rel}\0{sha256_file(path)}\n".encode())
+    for rel in package_file_names(root):
+        outer.update(f"{rel}\0{sha256_file(os.path.join(root, rel))}\n".encode())
     return outer.hexdigest()
 
 
@@ -223,14 +235,24 @@ def load_task_package(path: Path | str) -> TaskPackage:
     """Parse and fingerprint one package; raises TaskPackageError if task.toml is unusable."""
     root = Path(path).resolve()
     manifest = read_manifest(root)
-    files = tuple(p.relative_to(root).as_posix() for p in iter_package_files(root))
-    size = sum((root / f).stat().st_size for f in files)
+    files = tuple(package_file_names(root))
+    size = sum(os.path.getsize(os.path.join(root, f)) for f in files)
     return TaskPackage(root, manifest, files, size, package_digest(root))
 
 
 def discover_task_packages(tasks_dir: Path | str) -> list[Path]:
     """Package directories under ``tasks_dir`` (``<category>/<task_id>/task.toml``), sorted."""
     return sorted(p.parent for p in Path(tasks_dir).glob("*/*/task.toml"))
+
+
+def version_packages(tasks_dir: Path | str, slug: str) -> list[Path]:
+    """The package directories a released version (``name@version``) lists, sorted; a source
+    holds several versions' packages side by side, so globbing would mix them."""
+    name, _, version = slug.rpartition("@")
+    for manifest in read_benchmark_manifests(tasks_dir):
+        if (manifest.spec.name, manifest.spec.version) == (name, version):
+            return sorted(Path(tasks_dir) / task for task in manifest.spec.tasks)
+    raise TaskPackageError(f"{tasks_dir}: no manifest of {slug}")
 
 
 def check_task_package(path: Path | str) -> list[str]:
@@ -309,15 +331,15 @@ def _check_no_answers_in_environment(root: Path) -> list[str]:
     env, problems = root / "environment", []
     hidden = {}
     for sub in ("tests", "solution"):
-        for path in iter_package_files(root / sub) if (root / sub).is_dir() else ():
-            data = path.read_bytes()
+        for name in package_file_names(root / sub) if (root / sub).is_dir() else ():
+            data = (root / sub / name).read_bytes()
             if len(data) >= 16:  # ignore trivially small files (empty JSON, newlines)
-                hidden[hashlib.sha256(data).hexdigest()] = path.relative_to(root).as_posix()
-    for path in iter_package_files(env) if env.is_dir() else ():
-        rel = path.relative_to(root).as_posix()
-        if ANSWER_NAME_RE.search(path.relative_to(env).as_posix()):
+                hidden[hashlib.sha256(data).hexdigest()] = f"{sub}/{name}"
+    for name in package_file_names(env) if env.is_dir() else ():
+        rel = f"environment/{name}"
+        if ANSWER_NAME_RE.search(name):
             problems.append(f"{rel}: answer-like file name under environment/")
-        twin = hidden.get(hashlib.sha256(path.read_bytes()).hexdigest())
+        twin = hidden.get(sha256_file(os.path.join(env, name)))
         if twin:
             problems.append(f"{rel}: identical to {twin} (answers must stay out of environment/)")
     return problems

@@ -106,16 +106,15 @@ def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
 
 
 def _submit_guide(request: HttpRequest) -> dict:
-    """The Submit page's how-to: the chosen (or first) version this site re-grades, its tasks
-    grouped by category with the output path to collect, and this site's URL."""
+    """The Submit page's how-to: the chosen (or first) version this site re-grades, its task
+    packages (one Harbor job each: a category directory also holds other versions' packages),
+    and this site's URL."""
     versions = submittable_benchmark_versions()
     wanted = request.GET.get("benchmark", "")
     bv = next((v for v in versions if v.slug == wanted), versions[0] if versions else None)
-    categories: dict[str, str] = {}
-    for task in (bv.tasks.all() if bv else []):
-        categories.setdefault(task.name.split("/")[0], task.package_path.rsplit("/", 1)[0])
+    packages = sorted(task.package_path for task in (bv.tasks.all() if bv else []))
     version, _data, sha256 = submit_client.release()
-    return {"versions": versions, "bv": bv, "categories": sorted(categories.items()),
+    return {"versions": versions, "bv": bv, "packages": packages,
             "served": served_run(bv) if bv else None,
             "site_url": request.build_absolute_uri("/").rstrip("/"),
             "client": {"version": version, "sha256": sha256},

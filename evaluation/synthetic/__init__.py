@@ -11,6 +11,7 @@ the oracle's files under ``solution/``. The shared seeding and byte-stable write
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from evaluation.categories import CATEGORIES as _REGISTRY
@@ -19,12 +20,15 @@ from evaluation.generating import make_rng
 CATEGORIES = tuple(_REGISTRY)
 
 
-def generate(category: str, task_dir: Path, *, task_id: str | None = None) -> None:
-    """(Re)write the generated parts of one package; hand-written files are left alone."""
+def generate(category: str, task_dir: Path, *, task_id: str | None = None,
+             difficulty: Mapping[str, object] | None = None) -> None:
+    """(Re)write the generated parts of one package; hand-written files are left alone.
+    ``difficulty`` holds the generator's keyword parameters (its defaults made the @1.0 tasks)."""
     if category not in _REGISTRY:
         raise KeyError(f"unknown category {category!r}; expected one of {', '.join(CATEGORIES)}")
     task_dir = Path(task_dir).resolve()
     task_id = task_id or task_dir.name
     (task_dir / "solution").mkdir(parents=True, exist_ok=True)
     (task_dir / "tests").mkdir(parents=True, exist_ok=True)
-    _REGISTRY[category].generator().generate(task_dir, make_rng(category, task_id))
+    _REGISTRY[category].generator().generate(task_dir, make_rng(category, task_id),
+                                              **dict(difficulty or {}))

@@ -137,7 +137,7 @@ def _run_page_loop(command: str, work):
     assert run.returncode == 0, run.output[-6000:]
     jobs = sorted(p for p in (work / "jobs").iterdir() if p.is_dir())
     loop = command[command.index("for dir in"):]
-    assert [j.name for j in jobs] == sorted(c.split("/")[-1] for c in
+    assert [j.name for j in jobs] == sorted("-".join(c.split("/")[-2:]) for c in
                                             loop.split("; do")[0].split()[3:]), run.output
     rewards = {}
     for job in jobs:
@@ -145,7 +145,7 @@ def _run_page_loop(command: str, work):
                             seconds=run.seconds, job_dir=job)
         rewards[job.name] = job_run.rewards()
         # The X-ray verifier has no judge on the submitter's machine: no grade, no reward.
-        expected = None if job.name == "xray-report-correction" else 1.0
+        expected = None if job.name.startswith("xray-report-correction-") else 1.0
         assert rewards[job.name] == [expected] * ATTEMPTS, job_run.report()
     return run
 

@@ -95,9 +95,11 @@ def test_a_private_source_version_is_verified_and_its_answers_stay_on_the_worker
     bv = BenchmarkVersion.objects.get(name="hab-licensed", version="1.0")
     (task,) = bv.tasks.all()
     assert task.package_path == str((private_source / TASK).resolve())
-    assert BenchmarkVersion.objects.get(name="healthagentbench-synthetic").tasks.count() == 7
+    assert BenchmarkVersion.objects.get(name="healthagentbench-synthetic",
+                                        version="1.0").tasks.count() == 7
     registry = Client().get("/registry.json").json()
-    assert [f"{d['name']}@{d['version']}" for d in registry] == ["healthagentbench-synthetic@1.0"]
+    assert [f"{d['name']}@{d['version']}" for d in registry] == [
+        "healthagentbench-synthetic@1.0", "healthagentbench-synthetic@2.0"]
 
     # The real Harbor CLI runs the oracle on the private package, 3 attempts.
     jobs = tmp_path / "jobs"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evaluation import screen
+from evaluation.task_specs import version_packages
 from tests.evaluation.verification_support import atif
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +113,8 @@ def test_replay_activity_is_screened():
 
 
 def test_hidden_answer_texts_of_the_synthetic_tasks():
-    tasks = {p.parent.parent.name: p.parent for p in sorted(REPO.glob("tasks/*/*/task.toml"))}
+    tasks = {p.parent.name: p for p in version_packages(REPO / "tasks",
+                                                        "healthagentbench-synthetic@1.0")}
     hidden = {name: screen.hidden_texts_of(d) for name, d in tasks.items()}
     # Where the hidden answer is in the submission's own format it is not a "copy" signal.
     assert hidden["ct-abnormality-classification"] == []

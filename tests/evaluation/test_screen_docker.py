@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from evaluation import agents, screen
+from evaluation.task_specs import version_packages
 from tests.evaluation import verification_support as vs
 from tests.evaluation.verification_support import atif
 
@@ -150,10 +151,10 @@ def test_the_synthetic_oracle_runs_trip_rh2_only_under_any_harness_name(tmp_path
     from evaluation import runner
 
     rules = screen.load_rules()
-    flags, tasks = {}, sorted(vs.REPO.glob("tasks/*/*/task.toml"))
+    flags, tasks = {}, version_packages(vs.REPO / "tasks", "healthagentbench-synthetic@1.0")
     assert len(tasks) == 7
-    for toml in tasks:
-        task_dir, name = toml.parent, f"{toml.parent.parent.name}/{toml.parent.name}"
+    for task_dir in tasks:
+        name = f"{task_dir.parent.name}/{task_dir.name}"
         runner.build_task_image(task_dir)
         run = agents.run_site_agent(agents.SiteAgent(kind="oracle", name="oracle"), task_dir,
                                     job_id=f"{vs.RUN_PREFIX}scr-{toml.parent.parent.name}"[:60],

@@ -210,13 +210,13 @@ def oracle_outputs(out_root: Path, only: list[str] | None = None) -> dict[str, P
     """Run each synthetic task's oracle once per test session in Docker (outputs are reused
     by every module); returns task name -> outputs dir."""
     from evaluation import runner
+    from evaluation.task_specs import version_packages
 
     if not _ORACLE_ROOT:
         _ORACLE_ROOT.append(Path(out_root))
     out_root = _ORACLE_ROOT[0]
     done = {}
-    for tdir in sorted((REPO / "tasks").glob("*/*/task.toml")):
-        tdir = tdir.parent
+    for tdir in version_packages(REPO / "tasks", "healthagentbench-synthetic@1.0"):
         name = f"{tdir.parent.name}/{tdir.name}"
         if only is not None and name not in only:
             continue

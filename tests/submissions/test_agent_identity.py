@@ -220,9 +220,9 @@ def test_an_unstated_harness_version_is_the_one_the_trials_recorded(tasks, tmp_p
     ("0.130", False), ("0.130.0rc1", False), ("0.130.1", False)])
 def test_the_metadata_version_is_the_exact_release_the_trials_recorded(tmp_path, stated,
                                                                         accepted):
-    from evaluation.task_specs import discover_task_packages
+    from evaluation.task_specs import version_packages
 
-    spec = spec_from_packages(discover_task_packages(REPO / "tasks"), slug=SLUG,
+    spec = spec_from_packages(version_packages(REPO / "tasks", SLUG), slug=SLUG,
                               attempts_per_task=1, with_checksums=False)
     HarborJobBuilder(spec.tasks, attempts=1, agent="codex", model=STRONG).build(tmp_path)
     report = validate_submission(tmp_path, parse_metadata(build_metadata(

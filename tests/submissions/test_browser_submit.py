@@ -26,7 +26,7 @@ def site(live_server, transactional_db, settings, tmp_path):
 def _files(tmp_path, agent="codex"):
     from evaluation.models import BenchmarkVersion
 
-    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic")
+    bv = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
     root = tmp_path / "run"
     job = HarborJobBuilder({t.name: t.content_digest for t in bv.tasks.all()}, agent=agent,
                            model=None if agent == "oracle" else "openai/gpt-5.5").build(root)

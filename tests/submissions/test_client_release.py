@@ -19,7 +19,7 @@ import pytest
 from django.core.management import call_command
 
 from devtools.harbor_fixtures import HarborJobBuilder
-from evaluation.task_specs import discover_task_packages
+from evaluation.task_specs import version_packages
 from submissions import client as submit_client
 from submissions.metadata import MetadataError, parse_metadata
 from submissions.validation import spec_from_packages, validate_submission
@@ -31,7 +31,7 @@ MODEL = "openai/gpt-5.5"
 
 @pytest.fixture(scope="module")
 def spec():
-    return spec_from_packages(discover_task_packages(REPO / "tasks"), slug=SLUG,
+    return spec_from_packages(version_packages(REPO / "tasks", SLUG), slug=SLUG,
                               attempts_per_task=3)
 
 

@@ -26,7 +26,7 @@ from devtools.harbor_fixtures import (  # noqa: E402
     write_json,
 )
 
-from evaluation.task_specs import discover_task_packages  # noqa: E402
+from evaluation.task_specs import version_packages  # noqa: E402
 from submissions import pricing  # noqa: E402
 from submissions.harbor import (  # noqa: E402
     AGENT_ERROR,
@@ -51,7 +51,7 @@ MODEL = "openai/gpt-5.5"
 
 @pytest.fixture(scope="module")
 def spec() -> BenchmarkSpec:
-    packages = discover_task_packages(REPO / "tasks")
+    packages = version_packages(REPO / "tasks", SLUG)
     assert len(packages) == 7
     return spec_from_packages(packages, slug=SLUG, attempts_per_task=3)
 

@@ -239,3 +239,23 @@ def test_trial_answer_respects_structured_limits():
         e = json.loads((root / "trials" / f"{nct}.json").read_text())["eligibility"]
         assert int(e["minimum_age"].split()[0]) <= age <= int(e["maximum_age"].split()[0])
         assert e["sex"] in ("All", sex)
+
+
+def test_the_suite_regenerates_a_v2_package_byte_for_byte(tmp_path):
+    """One cheap package of healthagentbench-synthetic@2.0 (the tasks54 suite rotates through
+    all of them): `python -m evaluation.synthetic.suite` rewrites it from synthetic_01's
+    hand-written files and the generator at its recorded difficulty, at the manifest's digest."""
+    import shutil
+    import tomllib
+
+    from evaluation.synthetic.suite import DIFFICULTY, write_task
+    from evaluation.task_specs import load_task_package
+
+    category, task_id = "ct-abnormality-classification", "synthetic_09"
+    shutil.copytree(SYNTHETIC[category], tmp_path / category / "synthetic_01")
+    fresh = write_task(tmp_path, category, task_id, DIFFICULTY[category][9 - 2])
+    manifest = tomllib.loads((SYNTHETIC[category].parents[1] / "benchmarks"
+                              / "healthagentbench-synthetic@2.0.toml").read_text())
+    assert load_task_package(fresh).content_digest == manifest["tasks"][f"{category}/{task_id}"]
+    labels = json.loads((fresh / "tests" / "answer.json").read_text())["labels"]
+    assert len(labels) == 8  # its difficulty: eight abnormalities to label

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from task_package_paths import SYNTHETIC, TASKS_DIR
+from task_package_paths import PACKAGES, SYNTHETIC, TASKS_DIR
 
 from evaluation.management.commands.new_task import scaffold_package
 from evaluation.services import benchmark_tasks_sync
@@ -21,7 +21,7 @@ SLUG = "healthagentbench-synthetic@1.0"
 
 
 def test_the_manifest_lists_every_shipped_package_at_its_digest():
-    (manifest,) = read_benchmark_manifests(TASKS_DIR)
+    (manifest,) = [m for m in read_benchmark_manifests(TASKS_DIR) if m.slug == SLUG]
     assert manifest.slug == SLUG and manifest.spec.attempts_per_task == 3
     assert manifest.spec.tasks == {f"{c}/synthetic_01": package_digest(p)
                                    for c, p in SYNTHETIC.items()}
@@ -44,7 +44,7 @@ def test_it_registers_every_package_once():
     assert second.version(SLUG).created == [] and len(second.version(SLUG).unchanged) == 7
     bv.refresh_from_db()
     assert bv.content_digest == digest
-    assert BenchmarkTask.objects.count() == 7
+    assert BenchmarkTask.objects.filter(benchmark_version=bv).count() == 7
 
 
 def _copy_tasks(tmp_path: Path) -> Path:
@@ -84,7 +84,7 @@ def test_a_new_package_never_grows_a_registered_version_it_needs_a_new_one(tmp_p
     out, error = _sync_command("--tasks-dir", str(tasks), "--new-version", "1.1")
     assert error is None, out
     assert (tasks / "benchmarks" / "healthagentbench-synthetic@1.1.toml").is_file()
-    assert len(_task_names("healthagentbench-synthetic@1.1")) == 8
+    assert len(_task_names("healthagentbench-synthetic@1.1")) == len(PACKAGES) + 1
     assert len(_task_names(SLUG)) == 7  # the released version is untouched
     # Taken versions are refused.
     out, error = _sync_command("--tasks-dir", str(tasks), "--new-version", "1.1")
@@ -135,7 +135,8 @@ def test_invalid_and_removed_packages(tmp_path):
     assert report.version(SLUG).missing == ["ct-abnormality-classification/synthetic_01",
                                             "ehr-event-modeling/synthetic_01"]
     assert list(report.invalid) and not report.ok
-    assert not BenchmarkTask.objects.get(name="ehr-event-modeling/synthetic_01").runnable_here
+    assert not BenchmarkTask.objects.get(benchmark_version__version="1.0",
+                                         name="ehr-event-modeling/synthetic_01").runnable_here
     with pytest.raises(CommandError, match="not registered"):
         call_command("sync_tasks", "--tasks-dir", str(tasks), stdout=io.StringIO())
 
@@ -224,3 +225,52 @@ def test_a_git_task_source_pinned_to_a_commit(tmp_path, settings):
     with pytest.raises(CommandError, match=f"task source file://{repo}@0{{40}}: git checkout failed"):
         call_command("sync_tasks", stdout=io.StringIO())
     assert len(list((tmp_path / "cache").iterdir())) == 1  # the failed clone left nothing
+
+
+V2 = "healthagentbench-synthetic@2.0"
+
+
+def test_v2_lists_the_papers_54_tasks_each_at_its_own_difficulty():
+    """@2.0 has the paper's count per category, holds @1.0's seven packages at their @1.0
+    digests, and every other package records the generator parameters that made it, which
+    vary within its category."""
+    import tomllib
+
+    from evaluation.synthetic.suite import PAPER_COUNTS
+
+    manifests = {m.slug: m.spec for m in read_benchmark_manifests(TASKS_DIR)}
+    v1, v2 = manifests[SLUG], manifests[V2]
+    assert len(v2.tasks) == 54 and sum(PAPER_COUNTS.values()) == 54
+    counts: dict[str, int] = {}
+    for name in v2.tasks:
+        counts[name.split("/")[0]] = counts.get(name.split("/")[0], 0) + 1
+    assert counts == {"xray-report-correction": 10, "pathology-tumor-region": 10,
+                      "ct-abnormality-classification": 10, "ehr-data-quality-audit": 8,
+                      "ehr-format-conversion": 1, "ehr-event-modeling": 6,
+                      "clinical-trial-matching": 9}
+    assert {n: d for n, d in v2.tasks.items() if n in v1.tasks} == v1.tasks
+    assert v2.tasks == {n: package_digest(TASKS_DIR / n) for n in v2.tasks}
+    assert not v2.allows_reference_runs and v1.allows_reference_runs
+    seen: dict[str, list] = {}
+    for name in sorted(set(v2.tasks) - set(v1.tasks)):
+        meta = tomllib.loads((TASKS_DIR / name / "task.toml").read_text())["metadata"]
+        assert meta["task_id"] == name.split("/")[1] and meta["difficulty"], name
+        seen.setdefault(name.split("/")[0], []).append(meta["difficulty"])
+    for category, tables in seen.items():  # (CT's one knob, n_labels, repeats across seeds)
+        assert len({repr(sorted(t.items())) for t in tables}) > len(tables) // 2, category
+
+
+def test_sync_registers_v2_beside_v1_which_stays_the_try_out():
+    report = benchmark_tasks_sync(tasks_dir=TASKS_DIR)
+    assert report.ok, report.lines()
+    v1 = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="1.0")
+    v2 = BenchmarkVersion.objects.get(name="healthagentbench-synthetic", version="2.0")
+    assert v2.tasks.count() == 54 and all(t.runnable_here for t in v2.tasks.all())
+    assert Category.objects.filter(benchmark_version=v2).count() == 7
+    assert v1.tasks.count() == 7 and v1.allows_reference_runs and not v2.allows_reference_runs
+    shared = {t.name: t.content_digest for t in v1.tasks.all()}
+    assert {t.name: t.content_digest for t in v2.tasks.filter(name__in=shared)} == shared
+    # The Submit page's default and its try-out stay on @1.0.
+    from submissions.harbor_intake import submittable_benchmark_versions
+
+    assert [bv.slug for bv in submittable_benchmark_versions()] == [SLUG, V2]

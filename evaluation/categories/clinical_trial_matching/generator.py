@@ -190,15 +190,30 @@ def _protocol(rng, p: Patient, nct: str, condition: str, eligible: bool, n: int)
     }
 
 
-def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01") -> None:
+def _pool(size: int) -> tuple[int, int, int]:
+    """(T2DM, hypertension, other) protocol counts in the 150 : 60 : 190 mix of 400."""
+    n_t2dm, n_htn = round(size * N_T2DM / 400), round(size * N_HTN / 400)
+    return n_t2dm, n_htn, size - n_t2dm - n_htn
+
+
+def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01", *,
+             pool_size: int = N_T2DM + N_HTN + N_OTHER,
+             n_eligible: int = N_ELIGIBLE_T2DM + N_ELIGIBLE_HTN) -> None:
+    """``pool_size`` protocols, ``n_eligible`` of them eligible (three in four on diabetes)."""
+    n_t2dm, n_htn, n_other = _pool(pool_size)
+    eligible_htn = round(n_eligible * N_ELIGIBLE_HTN / (N_ELIGIBLE_T2DM + N_ELIGIBLE_HTN))
+    eligible_t2dm = n_eligible - eligible_htn
+    # All eligible ids must fit in the 50 a submission may rank, with near misses to spare.
+    if not 1 <= n_eligible <= 40 or eligible_t2dm > n_t2dm // 2 or eligible_htn > n_htn // 2:
+        raise ValueError(f"{n_eligible} eligible trials do not fit a pool of {pool_size}")
     data = reset_dir(task_dir / "environment" / "data")
     p = _patient(rng)
-    n_total = N_T2DM + N_HTN + N_OTHER
+    n_total = n_t2dm + n_htn + n_other
     ids = [f"NCT9{n:07d}" for n in sorted(rng.choice(10**7, n_total, replace=False))]
     order = rng.permutation(n_total)  # which id gets which condition
-    conditions = (["Type 2 Diabetes Mellitus"] * N_T2DM + ["Hypertension"] * N_HTN
-                  + [OTHER_CONDITIONS[i % len(OTHER_CONDITIONS)] for i in range(N_OTHER)])
-    eligible_slots = set(range(N_ELIGIBLE_T2DM)) | set(range(N_T2DM, N_T2DM + N_ELIGIBLE_HTN))
+    conditions = (["Type 2 Diabetes Mellitus"] * n_t2dm + ["Hypertension"] * n_htn
+                  + [OTHER_CONDITIONS[i % len(OTHER_CONDITIONS)] for i in range(n_other)])
+    eligible_slots = set(range(eligible_t2dm)) | set(range(n_t2dm, n_t2dm + eligible_htn))
     eligible = []
     for slot, condition in enumerate(conditions):
         nct = ids[order[slot]]

@@ -24,16 +24,21 @@ FINDINGS = [
     "Lung nodule",
     "Pleural effusion",
 ]
+# Planted only when a task lists more than the six findings above.
+EXTRA_FINDINGS = ["Pericardial effusion", "Pneumothorax"]
 
 
 def _ellipsoid(grid, centre, axes) -> np.ndarray:
     return sum(((g - c) / a) ** 2 for g, c, a in zip(grid, centre, axes, strict=True)) <= 1.0
 
 
-def _choose_labels(rng: np.random.Generator) -> dict[str, bool]:
+def _choose_labels(rng: np.random.Generator, findings: list[str]) -> dict[str, bool]:
+    # Between a third and two thirds present (2 to 4 of six), so neither "all no" nor "all
+    # yes" is ever right.
+    lo, hi = len(findings) // 3, len(findings) - len(findings) // 3
     while True:
-        labels = {name: bool(rng.integers(2)) for name in FINDINGS}
-        if 2 <= sum(labels.values()) <= 4:
+        labels = {name: bool(rng.integers(2)) for name in findings}
+        if lo <= sum(labels.values()) <= hi:
             return labels
 
 
@@ -52,6 +57,7 @@ def _anatomy(grid, heart_axes):
 def _volume(rng: np.random.Generator, labels: dict[str, bool]) -> np.ndarray:
     grid = np.meshgrid(*(np.arange(n, dtype=float) for n in SHAPE), indexing="ij")
     i, j, k = grid
+    labels = {name: labels.get(name, False) for name in FINDINGS + EXTRA_FINDINGS}
     heart_axes = (13.5, 11, 10) if labels["Cardiomegaly"] else (8.5, 7, 8)
     body, inner, right, left, heart, spine, aorta = _anatomy(grid, heart_axes)
     hu = np.full(SHAPE, -1000.0)
@@ -85,6 +91,12 @@ def _volume(rng: np.random.Generator, labels: dict[str, bool]) -> np.ndarray:
     if labels["Arterial wall calcification"]:
         wall = aorta & ~(((i - 36) / 1.3) ** 2 + ((j - 17) / 1.3) ** 2 <= 1.0)
         hu[wall & (rng.random(SHAPE) < 0.35)] = 480.0
+    if labels["Pericardial effusion"]:
+        shell = _ellipsoid(grid, (36, 38, 17), tuple(a + 2.0 for a in heart_axes)) & ~heart
+        hu[shell & ~spine & ~aorta] = 10.0  # fluid rim around the heart
+    if labels["Pneumothorax"]:
+        side = right if rng.integers(2) else left
+        hu[side & (j > 36) & (k > 24)] = -1000.0  # anterior apical air, no lung markings
     noise = rng.normal(0.0, 12.0, SHAPE)
     hu = np.where(hu > -1000, hu + noise, hu)
     return np.clip(np.round(hu), -1024, 3071).astype(np.int16)
@@ -102,9 +114,20 @@ def _nifti_bytes(volume: np.ndarray) -> bytes:
     return gzip_bytes(img.to_bytes())
 
 
-def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01") -> None:
+def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01", *,
+             n_labels: int = len(FINDINGS)) -> None:
+    """``n_labels`` abnormalities to label: fewer than six are a seeded subset of FINDINGS,
+    more add EXTRA_FINDINGS."""
+    every = FINDINGS + EXTRA_FINDINGS
+    if not 4 <= n_labels <= len(every):
+        # Under four labels a random guess is right more than 1 time in 10.
+        raise ValueError(f"n_labels must be 4 to {len(every)}")
+    if n_labels < len(FINDINGS):
+        findings = sorted(rng.choice(FINDINGS, size=n_labels, replace=False).tolist())
+    else:
+        findings = sorted(every[:n_labels])
     data = reset_dir(task_dir / "environment" / "data")
-    labels = _choose_labels(rng)
+    labels = _choose_labels(rng, findings)
     write_bytes(data / case_id / "ct.nii.gz", _nifti_bytes(_volume(rng, labels)))
     write_json(
         data / case_id / "findings.json",
@@ -114,7 +137,7 @@ def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01")
             "volume": "ct.nii.gz",
             "units": "Hounsfield units (int16, no rescaling)",
             "orientation": "RAS+: +i left, +j anterior, +k superior",
-            "findings": FINDINGS,
+            "findings": findings,
         },
     )
     write_readme(
@@ -123,6 +146,6 @@ def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01")
         "One NIfTI-1 volume per case (gzip), shaped like a down-sampled chest CT, plus the "
         "list of abnormalities to label yes/no in `findings.json`.",
     )
-    answer = {"labels": {name: "yes" if labels[name] else "no" for name in FINDINGS}}
+    answer = {"labels": {name: "yes" if labels[name] else "no" for name in findings}}
     write_json(task_dir / "tests" / "answer.json", answer)
     write_json(task_dir / "solution" / "submission.json", answer)

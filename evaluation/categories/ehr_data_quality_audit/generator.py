@@ -17,6 +17,7 @@ import numpy as np
 from evaluation.generating import reset_dir, write_csv, write_json, write_readme
 
 FMT = "%Y-%m-%d %H:%M:%S"
+NUMBER_WORDS = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
 N_PATIENTS = 48
 
 COLUMNS = {
@@ -315,26 +316,50 @@ class _Injector:
         return others[int(self.rng.integers(len(others)))]
 
 
-def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01") -> None:
+ERROR_KINDS = ("implausible", "inconsistent", "demographic", "cross_table")
+# Every error is checkable against these two (gender, death, admission ids and times), and the
+# two large tables keep the errors under 1% of the rows.
+CORE_TABLES = ("patients", "admissions", "labevents", "chartevents")
+TABLES = tuple(COLUMNS)
+LISTED_ORDER = ("patients", "admissions", "transfers", "diagnoses_icd", "labevents", "chartevents",
+                "prescriptions", "icustays")
+MAX_ERROR_SHARE = 0.01
+
+
+def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01", *,
+             tables: tuple[str, ...] = TABLES, error_kinds: tuple[str, ...] = ERROR_KINDS) -> None:
+    """The extract holds ``tables`` (always CORE_TABLES) with errors of ``error_kinds``; errors
+    injected into a table left out go with it."""
+    if not set(CORE_TABLES) <= set(tables) <= set(TABLES):
+        raise ValueError(f"tables must include {CORE_TABLES} and come from {TABLES}")
+    if not error_kinds or not set(error_kinds) <= set(ERROR_KINDS):
+        raise ValueError(f"error_kinds must be a non-empty subset of {ERROR_KINDS}")
     data = reset_dir(task_dir / "environment" / "data")
     builder = _Builder(rng)
     subjects = sorted(10_000_000 + rng.choice(9_999_999, N_PATIENTS, replace=False))
     for sid in subjects:
         builder.patient(int(sid))
-    tables = builder.t
-    injector = _Injector(rng, tables)
-    injector.implausible()
-    injector.inconsistent()
-    injector.demographic()
-    injector.cross_table()
-    for name, rows in tables.items():
+    tables_built = builder.t
+    injector = _Injector(rng, tables_built)
+    for kind in ERROR_KINDS:
+        if kind in error_kinds:
+            getattr(injector, kind)()
+    tables_built = {name: rows for name, rows in tables_built.items() if name in tables}
+    injector.taken = {(t, i) for t, i in injector.taken if t in tables}
+    injector.log = [e for e in injector.log if e[0] in tables]
+    n_rows = sum(len(rows) for rows in tables_built.values())
+    if len(injector.taken) >= MAX_ERROR_SHARE * n_rows:
+        raise ValueError(f"{len(injector.taken)} errors in {n_rows} rows: flagging every row "
+                         "would pass")
+    for name, rows in tables_built.items():
         write_csv(data / case_id / f"{name}.csv", ["row_id", *COLUMNS[name]],
                   ([i + 1, *(row[c] for c in COLUMNS[name])] for i, row in enumerate(rows)))
+    listed = ", ".join(n for n in LISTED_ORDER if n in tables)
     write_readme(
         data / "README.md",
         "Hospital EHR extract (synthetic)",
-        "Eight CSV tables shaped like the MIMIC-IV demo `hosp` and `icu` modules (patients, "
-        "admissions, transfers, diagnoses_icd, labevents, chartevents, prescriptions, icustays). "
+        f"{NUMBER_WORDS[len(tables)].capitalize()} CSV tables shaped like the MIMIC-IV demo "
+        f"`hosp` and `icu` modules ({listed}). "
         "Every table has a synthetic `row_id` column (1-based, unique within the table) used "
         "to name rows. Dates are shifted into the 22nd century, as in MIMIC.",
     )

@@ -29,18 +29,19 @@ MIN_MARGIN = 0.03  # the oracle must beat the baseline by at least this much
 MIN_BASELINE = 0.62
 
 
-def _patient(rng: np.random.Generator, pid: str) -> tuple[list[tuple], str, int]:
+def _patient(rng: np.random.Generator, pid: str, value_signal: float = 1.0,
+             count_signal: float = 1.0) -> tuple[list[tuple], str, int]:
     t_pred = datetime(2160, 1, 1) + timedelta(days=int(rng.integers(0, 3000)))
     age = float(rng.uniform(30, 80))
     sbp_level = float(rng.normal(128, 11))
     bmi = float(rng.normal(29, 5))
     diabetic = rng.random() < 0.2 + 0.004 * (bmi - 29)
     lipid = rng.random() < 0.25
-    risk = (0.16 * (sbp_level - 128) + 0.12 * (bmi - 29) + 0.06 * (age - 55)
+    risk = (value_signal * (0.16 * (sbp_level - 128) + 0.12 * (bmi - 29) + 0.06 * (age - 55))
             + 1.2 * diabetic + 0.9 * lipid + rng.normal(0, 0.5))
     label = int(rng.random() < 1 / (1 + np.exp(-(risk - 1.0))))
     # Sicker patients visit more often: with the diagnosis flags, the signal counts can see.
-    n_visits = int(rng.poisson(2.5 + 0.7 * max(risk + 1.5, 0)))
+    n_visits = int(rng.poisson(2.5 + count_signal * 0.7 * max(risk + 1.5, 0)))
     birth = t_pred - timedelta(days=int(age * 365.25))
     events = [(pid, birth.strftime(FMT), "MEDS_BIRTH", "")]
     history = sorted(t_pred - timedelta(days=int(d), minutes=int(rng.integers(480, 1080)))
@@ -64,11 +65,12 @@ def _patient(rng: np.random.Generator, pid: str) -> tuple[list[tuple], str, int]
     return events, t_pred.strftime(FMT), label
 
 
-def _cohort(rng: np.random.Generator) -> tuple[list[tuple], list[tuple], list[tuple]]:
+def _cohort(rng: np.random.Generator, value_signal: float = 1.0,
+            count_signal: float = 1.0) -> tuple[list[tuple], list[tuple], list[tuple]]:
     ids = [f"{n:07d}" for n in rng.choice(9_000_000, N_TRAIN + N_HELDOUT, False) + 1_000_000]
     events, cohort = [], []
     for pid in ids:
-        evs, t_pred, label = _patient(rng, pid)
+        evs, t_pred, label = _patient(rng, pid, value_signal, count_signal)
         events.extend(evs)
         cohort.append((pid, t_pred, label))
     return events, cohort[:N_TRAIN], cohort[N_TRAIN:]
@@ -109,12 +111,16 @@ def _oracle_auroc(task_dir: Path, labels: dict[str, int]) -> float:
     return float(roc_auc_score([labels[i] for i in ids], [predictions[i] for i in ids]))
 
 
-def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01") -> None:
+def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01", *,
+             value_signal: float = 1.0, count_signal: float = 1.0) -> None:
+    """``value_signal`` scales the weight of the measured values (what the oracle reads) and
+    ``count_signal`` how strongly risk shows in visit counts (what the baseline sees): a lower
+    ratio leaves less room above the baseline."""
     data = reset_dir(task_dir / "environment" / "data")
     # Redraw (deterministically, from the same stream) until the baseline is strong enough
     # that random scores beat it less than 10% of the time (needs AUROC >~ 0.59 here).
     for _ in range(20):
-        events, train, heldout = _cohort(rng)
+        events, train, heldout = _cohort(rng, value_signal, count_signal)
         baseline = round(baseline_auroc(events, train, heldout), 4)
         if baseline >= MIN_BASELINE:
             break

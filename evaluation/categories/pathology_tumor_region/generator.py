@@ -40,7 +40,8 @@ def _box_blur(a: np.ndarray, r: int) -> np.ndarray:
     return out
 
 
-def _grow_blob(rng: np.random.Generator, tissue: np.ndarray, start, size: int, taken) -> set:
+def _grow_blob(rng: np.random.Generator, tissue: np.ndarray, start, size: int, taken,
+               grid: int = GRID) -> set:
     blob = {start}
     while len(blob) < size:
         r, c = sorted(blob)[rng.integers(len(blob))]
@@ -48,46 +49,49 @@ def _grow_blob(rng: np.random.Generator, tissue: np.ndarray, start, size: int, t
         nr, nc = r + dr, c + dc
         # Blobs stay apart: a new tile may not touch (even diagonally) another blob.
         apart = all(max(abs(nr - r2), abs(nc - c2)) > 1 for r2, c2 in taken)
-        if 0 <= nr < GRID and 0 <= nc < GRID and tissue[nr, nc] and apart:
+        if 0 <= nr < grid and 0 <= nc < grid and tissue[nr, nc] and apart:
             blob.add((nr, nc))
     return blob
 
 
-def _tissue_mask(rng: np.random.Generator) -> np.ndarray:
+def _tissue_mask(rng: np.random.Generator, size: int = SIZE) -> np.ndarray:
     """Pixel mask of an irregular ellipse of tissue covering most of the slide."""
-    yy, xx = np.mgrid[0:SIZE:8, 0:SIZE:8] / SIZE - 0.5
+    yy, xx = np.mgrid[0:size:8, 0:size:8] / size - 0.5
     wobble = _box_blur(rng.normal(size=yy.shape), 12) * 6.0
     low = (xx / 0.47) ** 2 + (yy / 0.44) ** 2 + 0.15 * wobble < 1.0
     return np.kron(low, np.ones((8, 8), dtype=bool))
 
 
-def _tumour_tiles(rng: np.random.Generator, tissue: np.ndarray) -> set:
+def _tumour_tiles(rng: np.random.Generator, tissue: np.ndarray, blobs=(7, 4),
+                  grid: int = GRID) -> set:
     # A tile is eligible when it is almost fully inside the tissue.
-    cover = tissue.reshape(GRID, TILE, GRID, TILE).mean(axis=(1, 3))
+    cover = tissue.reshape(grid, TILE, grid, TILE).mean(axis=(1, 3))
     inner = cover > 0.98
     candidates = sorted(zip(*np.nonzero(inner), strict=True))
     tiles: set = set()
-    for size in (7, 4):
-        while True:
+    for size in blobs:
+        for _ in range(10_000):
             start = tuple(int(v) for v in candidates[rng.integers(len(candidates))])
             near = any(max(abs(start[0] - r), abs(start[1] - c)) < 3 for r, c in tiles)
             if start not in tiles and not near:
                 break
-        tiles |= _grow_blob(rng, inner, start, size, tiles)
+        else:
+            raise ValueError(f"no room for a {size}-tile blob apart from {sorted(tiles)}")
+        tiles |= _grow_blob(rng, inner, start, size, tiles, grid)
     return tiles
 
 
 def _stamp(img: np.ndarray, y: int, x: int, radius: int, colour) -> None:
     yy, xx = np.mgrid[-radius : radius + 1, -radius : radius + 1]
     disc = yy**2 + xx**2 <= radius**2
-    y0, y1 = max(y - radius, 0), min(y + radius + 1, SIZE)
-    x0, x1 = max(x - radius, 0), min(x + radius + 1, SIZE)
+    y0, y1 = max(y - radius, 0), min(y + radius + 1, img.shape[0])
+    x0, x1 = max(x - radius, 0), min(x + radius + 1, img.shape[1])
     sub = disc[y0 - (y - radius) : y1 - (y - radius), x0 - (x - radius) : x1 - (x - radius)]
     img[y0:y1, x0:x1][sub] = colour
 
 
 def _render(rng: np.random.Generator, tissue: np.ndarray, tumour: np.ndarray) -> np.ndarray:
-    img = np.empty((SIZE, SIZE, 3), dtype=np.uint8)
+    img = np.empty((*tissue.shape, 3), dtype=np.uint8)
     img[:] = BACKGROUND
     img[tissue] = STROMA
     img[tumour] = TUMOUR_STROMA
@@ -134,11 +138,16 @@ def _pyramid_tiff(level0: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01") -> None:
+def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01", *,
+             grid: int = GRID, tumour_blobs: tuple[int, ...] = (7, 4)) -> None:
+    """A ``grid`` x ``grid`` slide of 256-px tiles whose tumour is blobs of ``tumour_blobs``
+    tiles each (their sum over grid**2 is the tumour fraction)."""
+    if grid < 4:
+        raise ValueError("the grid needs at least 4 x 4 tiles")
     data = reset_dir(task_dir / "environment" / "data")
-    tissue = _tissue_mask(rng)
-    tiles = _tumour_tiles(rng, tissue)
-    tile_mask = np.zeros((GRID, GRID))
+    tissue = _tissue_mask(rng, grid * TILE)
+    tiles = _tumour_tiles(rng, tissue, tuple(tumour_blobs), grid)
+    tile_mask = np.zeros((grid, grid))
     for r, c in tiles:
         tile_mask[r, c] = 1.0
     # Ragged tumour edge: blur the tile mask at 1/8 scale and threshold with noise.
@@ -157,8 +166,8 @@ def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01")
             "slide": "slide.tif",
             "level": 0,
             "tile_size_px": TILE,
-            "rows": GRID,
-            "cols": GRID,
+            "rows": grid,
+            "cols": grid,
             "tile_origin": "tile [row, col] covers level-0 pixels y in [row*256, row*256+256), "
             "x in [col*256, col*256+256)",
         },
@@ -173,6 +182,6 @@ def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01")
     answer_tiles = sorted([int(r), int(c)] for r, c in tiles)
     write_json(
         task_dir / "tests" / "answer.json",
-        {"grid": {"rows": GRID, "cols": GRID}, "tumor_tiles": answer_tiles},
+        {"grid": {"rows": grid, "cols": grid}, "tumor_tiles": answer_tiles},
     )
     write_json(task_dir / "solution" / "submission.json", {"tumor_tiles": answer_tiles})

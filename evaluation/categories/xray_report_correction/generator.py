@@ -55,8 +55,14 @@ def _sentences(f: dict) -> dict[str, str]:
     return s
 
 
-def _errors(f: dict, s: dict[str, str], rng: np.random.Generator) -> tuple[dict, list[str]]:
-    """Apply three distinct error operations; return the erroneous sentences and phrases."""
+ERROR_KINDS = ("device", "heart", "interval", "laterality", "omission", "pneumothorax", "severity")
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+
+
+def _errors(f: dict, s: dict[str, str], rng: np.random.Generator, n_errors: int = 3,
+            kinds: tuple[str, ...] | None = None) -> tuple[dict, list[str]]:
+    """Apply ``n_errors`` distinct error operations (drawn from ``kinds``, default every one the
+    facts allow); return the erroneous sentences and phrases."""
     other_heart = "mildly enlarged" if f["heart"] == "normal in size" else "normal in size"
     wrong_size = "large" if f["size"] == "small" else "small"
     wrong_change = "increased" if f["change"] == "decreased" else "decreased"
@@ -75,9 +81,11 @@ def _errors(f: dict, s: dict[str, str], rng: np.random.Generator) -> tuple[dict,
         ops["device"] = ("line", LINE_OK, LINE_BAD)
     if f["opacity"]:
         ops["omission"] = ("opacity", s["opacity"], "No focal consolidation.")
-    names = sorted(ops)
+    names = sorted(n for n in ops if kinds is None or n in kinds)
+    if len(names) - ({"laterality", "severity"} <= set(names)) < n_errors:
+        raise ValueError(f"{n_errors} errors cannot be drawn from the kinds {names}")
     while True:
-        picked = sorted(rng.choice(names, size=3, replace=False).tolist())
+        picked = sorted(rng.choice(names, size=n_errors, replace=False).tolist())
         if not {"laterality", "severity"} <= set(picked):
             break
     out, phrases = dict(s), []
@@ -141,33 +149,47 @@ def _report(date: str, findings: str, impression: str) -> str:
     )
 
 
-def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01") -> None:
+def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01", *,
+             n_errors: int = 3, error_kinds: tuple[str, ...] | None = None,
+             n_priors: int = 2) -> None:
+    """``n_errors`` injected errors of ``error_kinds`` (default: any the case allows) and a
+    history of ``n_priors`` earlier studies (the last one shows the effusion first)."""
     data = reset_dir(task_dir / "environment" / "data")
     f = _facts(rng)
+    if error_kinds is not None:
+        unknown = set(error_kinds) - set(ERROR_KINDS)
+        if unknown:
+            raise ValueError(f"unknown error kinds {sorted(unknown)}")
+        # A device or omission error needs a line or an opacity to corrupt.
+        f["line"] = f["line"] or "device" in error_kinds
+        f["opacity"] = f["opacity"] or "omission" in error_kinds
+    if n_priors < 1:
+        raise ValueError("the history needs at least the prior that shows the effusion")
     s = _sentences(f)
     reference = " ".join(s.values())
-    wrong, phrases = _errors(f, s, rng)
+    wrong, phrases = _errors(f, s, rng, n_errors, error_kinds)
     draft = " ".join(wrong.values())
     for phrase in phrases:
         assert phrase.lower() not in reference.lower(), phrase
         assert phrase in draft, phrase
     heart = f"The cardiac silhouette is {f['heart']}."
-    studies = [
-        ("study_01", "2181-03-02", None, False,
-         f"The lungs are clear. No pleural effusion or pneumothorax. {heart}",
-         "No acute cardiopulmonary process."),
-        ("study_02", "2183-07-19", f["prior_size"], f["line"],
+    clear = [(f"study_{i + 1:02d}", f"{2181 - (n_priors - 2 - i)}-03-02", None, False,
+              f"The lungs are clear. No pleural effusion or pneumothorax. {heart}",
+              "No acute cardiopulmonary process.") for i in range(n_priors - 1)]
+    studies = [*clear,
+        (f"study_{n_priors:02d}", "2183-07-19", f["prior_size"], f["line"],
          (f"A right-sided PICC {LINE_OK}. " if f["line"] else "")
          + f"New {f['prior_size']} {f['side']} pleural effusion. No pneumothorax. {heart}",
          f"New {f['prior_size']} {f['side']} pleural effusion."),
     ]
+    target = f"study_{n_priors + 1:02d}"
     case = data / case_id
     for sid, date, eff, line, findings, impression in studies:
         write_bytes(case / sid / "image.png", _png(_image(rng, f, eff, line)))
         write_text(case / sid / "report.txt", _report(date, findings, impression))
-    write_bytes(case / "study_03" / "image.png", _png(_image(rng, f, f["size"], f["line"])))
+    write_bytes(case / target / "image.png", _png(_image(rng, f, f["size"], f["line"])))
     write_text(
-        case / "study_03" / "report_draft.txt",
+        case / target / "report_draft.txt",
         _report("2183-08-04", draft, "Pleural effusion, see findings. Comparison with prior."),
     )
     write_json(
@@ -176,18 +198,20 @@ def generate(task_dir: Path, rng: np.random.Generator, case_id: str = "case_01")
             "_synthetic": SYNTHETIC_NOTICE,
             "case_id": case_id,
             "studies": [
-                {"study": "study_01", "date": "2181-03-02", "role": "prior"},
-                {"study": "study_02", "date": "2183-07-19", "role": "prior"},
-                {"study": "study_03", "date": "2183-08-04", "role": "target"},
+                *({"study": sid, "date": date, "role": "prior"} for sid, date, *_ in studies),
+                {"study": target, "date": "2183-08-04", "role": "target"},
             ],
         },
     )
     write_readme(
         data / "README.md",
         "Chest radiographs and reports (synthetic)",
-        "One case with three PA chest radiographs in date order (8-bit PNG, 256 x 256, "
-        "patient's right on the viewer's left). Studies 1 and 2 carry their final reports; "
-        "study 3 carries a draft report to correct.",
+        f"One case with {NUMBER_WORDS[n_priors + 1]} PA chest radiographs in date order (8-bit "
+        "PNG, 256 x 256, patient's right on the viewer's left). "
+        + ("Studies 1 and 2 carry their final reports; " if n_priors == 2 else
+           f"Studies 1 to {n_priors} carry their final reports; " if n_priors > 2 else
+           "Study 1 carries its final report; ")
+        + f"study {n_priors + 1} carries a draft report to correct.",
     )
     write_json(task_dir / "tests" / "answer.json",
                {"reference_findings": reference, "injected_errors": phrases})
