@@ -32,9 +32,9 @@ import numpy as np
 
 # The largest count of differing tasks enumerated sign by sign (2^20 sums, 8 MB at a time).
 ENUMERATE_MAX = 20
-# The largest integer scale (sum of the differences in units of their common fraction) counted
-# by convolution: 54 tasks of 3 attempts with an infrastructure error need at most 54 x 6.
-EXACT_SCALE_MAX = 200_000
+# The largest sum of the differences, in units of their common fraction, counted by
+# convolution: 54 tasks of 3 attempts with an infrastructure error need at most 54 x 6.
+EXACT_SCALE_MAX = 20_000
 MONTE_CARLO_DRAWS = 100_000
 MONTE_CARLO_SEED = 20261207
 EXACT, ENUMERATED, MONTE_CARLO = "exact (convolution)", "exact (enumeration)", "Monte Carlo"
@@ -60,6 +60,11 @@ class SignFlip:
 def _common_scale(values: Sequence[float], limit: int = 1000) -> int | None:
     """The least L with every value an integer multiple of 1/L (within float slack), or None
     when a value is not a fraction of denominator <= limit."""
+    arr = np.asarray(values, dtype=float)
+    for small in range(1, 65):  # the common case (attempts per task up to a few), vectorised
+        scaled = arr * small
+        if np.all(np.abs(scaled - np.rint(scaled)) <= _TOL * small):
+            return small
     scale = 1
     for v in values:
         frac = Fraction(v).limit_denominator(limit)
@@ -69,6 +74,19 @@ def _common_scale(values: Sequence[float], limit: int = 1000) -> int | None:
         if scale > limit:
             return None
     return scale
+
+
+def _signed_sum_distribution(units: list[int]) -> np.ndarray:
+    """P(sum of s_i u_i = k - sum u) for fair independent signs s_i, k = 0 .. 2 sum u: for
+    each distinct value u held by c tasks, the signed sum is u (2 B - c) with B binomial
+    (c, 1/2); the values' distributions are convolved."""
+    dist = np.ones(1)
+    for u in sorted(set(units)):
+        c = units.count(u)
+        piece = np.zeros(2 * u * c + 1)
+        piece[::2 * u] = [math.comb(c, j) / 2.0**c for j in range(c + 1)]
+        dist = np.convolve(dist, piece)
+    return dist
 
 
 def sign_flip_test(diffs: Sequence[float], *, draws: int = MONTE_CARLO_DRAWS,
@@ -86,11 +104,7 @@ def sign_flip_test(diffs: Sequence[float], *, draws: int = MONTE_CARLO_DRAWS,
         units = np.rint(np.abs(d) * scale).astype(np.int64)
         total = int(units.sum())
         if total <= EXACT_SCALE_MAX:
-            # dist[k] = P(sum of signed units == k - total), one task at a time.
-            dist = np.zeros(2 * total + 1)
-            dist[total] = 1.0
-            for u in units.tolist():
-                dist = 0.5 * (np.roll(dist, u) + np.roll(dist, -u))
+            dist = _signed_sum_distribution(units.tolist())
             target = int(round(observed * scale))
             sums = np.arange(-total, total + 1)
             return SignFlip(min(1.0, float(dist[np.abs(sums) >= target].sum())), EXACT)

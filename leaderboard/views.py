@@ -470,6 +470,7 @@ def show_methods(request: HttpRequest) -> HttpResponse:
                   {**selectors.screen_rules_described(), **selectors.verification_described(),
                    "sim": simulation_results.committed_table(),
                    "rerun_sim": simulation_results.committed_rerun_table(),
+                   "compare_sim": simulation_results.committed_compare_table(),
                    "robust": simulation_robustness.committed_robustness()})
 
 

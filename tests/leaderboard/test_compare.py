@@ -237,3 +237,16 @@ def test_the_compare_operation_is_in_the_openapi_schema(client):
     params = {p["name"]: p for p in op["parameters"]}
     assert params["a"]["schema"]["type"] == "array" and params["a"].get("explode", True)
     assert "Comparison" in schema["components"]["schemas"]
+
+
+@pytest.mark.django_db
+def test_hostile_names_are_neutralised_in_the_compare_csv(client, small_benchmark):
+    bv, tasks = small_benchmark
+    published_submission(AgentFactory(display_name='=HYPERLINK("http://evil","x")', slug="evil"),
+                         tasks, ["PPP", "FFF", "PPF", "FFF", "PPP"])
+    published_submission(AgentFactory(display_name="Plain", slug="plain"), tasks,
+                         ["FFF"] * 5)
+    leaderboard_recompute(benchmark_version=bv)
+    text = b"".join(client.get(f"/compare.csv?{Q}&a=evil&a=plain").streaming_content).decode()
+    assert "'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")" in text
+    assert "\n=HYPERLINK" not in text and ",=HYPERLINK" not in text
