@@ -117,12 +117,17 @@ def query_params(serializer_class: type[serializers.Serializer], request: Reques
     ``extend_schema(parameters=...)`` documents): its fields only, each at most once."""
     fields = serializer_class().fields
     query = request.query_params
-    repeated = {name: ["given more than once"] for name in fields if len(query.getlist(name)) > 1}
+    # A list parameter (a ListField, documented as a repeated parameter) is the one kind that
+    # may be given more than once.
+    lists = {name for name, f in fields.items() if isinstance(f, serializers.ListField)}
+    repeated = {name: ["given more than once"] for name in fields
+                if name not in lists and len(query.getlist(name)) > 1}
     if repeated:
         raise QueryRefused(repeated)
     # A plain dict: an empty value is a value (refused where the schema's type refuses it), not
     # the absent field an HTML form's empty input would be.
-    serializer = serializer_class(data={k: query[k] for k in fields if k in query})
+    serializer = serializer_class(data={k: query.getlist(k) if k in lists else query[k]
+                                        for k in fields if k in query})
     if not serializer.is_valid():
         raise QueryRefused({k: [str(m) for m in v] for k, v in serializer.errors.items()})
     return serializer.validated_data
@@ -136,6 +141,7 @@ API_ROOT = {
     "groups": "api-groups",
     "harness_families": "api-harness-families",
     "trials": "api-trials",
+    "compare": "api-compare",
     "submissions": "api-submissions",
     "schema": "api-schema",
     "docs": "api-docs",

@@ -33,11 +33,18 @@ import numpy as np
 from scipy import optimize
 from scipy.special import expit
 
-from leaderboard import stats
+from leaderboard import compare, stats
 from leaderboard.formatting import format_pct as _pct  # the methods page's rounding
 from leaderboard.simulation_results import (  # noqa: F401 - the committed tables' vocabulary
     ATTEMPTS,
     BOARD_SPLIT_SCENARIO,
+    COMPARE_CSV_PATH,
+    COMPARE_FPR,
+    COMPARE_POWER,
+    COMPARE_POWER_RIGHT,
+    COMPARE_SCENARIOS,
+    COMPARE_SITE,
+    COMPARE_T,
     CSV_COLUMNS,
     CSV_PATH,
     EQUAL_RATE,
@@ -558,3 +565,53 @@ def format_rerun_outcomes(rows: list[dict]) -> str:
         lines.append(f"{name:<56} {scen:<58} {cells[0]:>8} {cells[1]:>6} {cells[2]:>8} "
                      f"{cells[3]:>8} {trials:>7.1f}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compare page's paired test: false positives and power (leaderboard/data/compare_test.csv,
+# read by leaderboard.simulation_results.committed_compare_table)
+# ---------------------------------------------------------------------------------------------
+
+
+def _paired_t_separable(shares: np.ndarray, i: int, j: int, alpha: float) -> bool:
+    return stats.paired_p_value(shares[i].tolist(), shares[j].tolist()) < alpha
+
+
+def simulate_compare(shape: Shape, *, boards: int, seed: int, alpha: float = 0.05) -> list[Row]:
+    """The compare page's test (``leaderboard.compare.paired_tests``: the exact sign-flip test
+    over tasks, Holm over the pairs) on ``boards`` simulated benchmarks per scenario, each a
+    fresh draw of the benchmark's tasks and of the agents' attempts (the model of ``simulate``).
+    Rows: the share of boards where equal agents are called separable (any pair, with Holm,
+    for more than two), and where a true gap is separated (and the better agent put ahead);
+    for two agents the tie groups' paired t-test beside it."""
+    rng = np.random.default_rng(seed)
+    mu, n_tasks, k = shape.task_mu, shape.n_tasks, shape.attempts
+    tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
+    for scen, rates, pair in COMPARE_SCENARIOS:
+        theta = np.array([shape.theta_for(r) for r in rates])
+        for _ in range(boards):
+            delta = shape.task_sd * rng.standard_normal(n_tasks)
+            eps = shape.interaction_sd * rng.standard_normal((len(rates), n_tasks))
+            p = expit(theta[:, None] + mu[None, :] + delta[None, :] + eps)
+            shares = (rng.random((len(rates), n_tasks, k)) < p[..., None]).sum(axis=-1) / k
+            keys = [str(i) for i in range(len(rates))]
+            tests = compare.paired_tests(
+                {key: dict(enumerate(row.tolist())) for key, row in zip(keys, shares,
+                                                                        strict=True)},
+                alpha=alpha)
+            if pair is None:  # every agent equal: any separable pair is a false positive
+                tallies[COMPARE_FPR, scen, COMPARE_SITE].add(any(t.separable for t in tests))
+                if len(rates) == 2:
+                    tallies[COMPARE_FPR, scen, COMPARE_T].add(
+                        _paired_t_separable(shares, 0, 1, alpha))
+                continue
+            lo, hi = pair
+            (t,) = [t for t in tests if {t.better, t.worse} == {str(lo), str(hi)}]
+            tallies[COMPARE_POWER, scen, COMPARE_SITE].add(t.separable)
+            tallies[COMPARE_POWER_RIGHT, scen, COMPARE_SITE].add(
+                t.separable and t.better == str(hi))
+            if len(rates) == 2:
+                tallies[COMPARE_POWER, scen, COMPARE_T].add(
+                    _paired_t_separable(shares, lo, hi, alpha))
+    return [Row(metric, scen, est, t.mean, t.se, None, t.n)
+            for (metric, scen, est), t in tallies.items()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from django.utils.decorators import method_decorator
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
@@ -20,13 +20,14 @@ from config.api import (
     INVALID_QUERY,
     OFFSET_MAX,
     ApiView,
+    QueryRefused,
     StrictBooleanField,
     StrictIntegerField,
     error,
     query_params,
     text_param,
 )
-from leaderboard import history, selectors, tables
+from leaderboard import compare, history, selectors, tables
 from leaderboard.caching import cached_response
 from leaderboard.filters import EntryFilters, EntryFilterSet
 
@@ -259,3 +260,100 @@ class BenchmarkListApi(ApiView):
              "reconstructed": bv.is_reconstructed}
             for bv in selectors.benchmark_version_list()
         ])
+
+
+class CompareQuery(BenchmarkQuery):
+    a = serializers.ListField(
+        child=text_param(r"^[-a-zA-Z0-9_]+$"), required=False, max_length=compare.MAX_AGENTS,
+        help_text="an agent's slug (its page's /agents/<slug>/), repeated: a=x&a=y")
+    agents = text_param(r"^[-a-zA-Z0-9_,]*$",
+                        help_text="agent slugs, comma-separated (with a=, at most "
+                                  f"{compare.MAX_AGENTS} in all)")
+
+
+def _compare_schema():
+    cell = row_serializer(tables.COMPARE)
+    category = inline_serializer("CompareCategory", {
+        "category": serializers.CharField(), "success_rate": serializers.FloatField(),
+        "ci_low": serializers.FloatField(), "ci_high": serializers.FloatField(),
+        "successes": serializers.IntegerField(), "attempts": serializers.IntegerField()})
+    agent = inline_serializer("CompareAgent", {
+        **{c.name: _FIELDS[c.kind](allow_null=c.null, **({"help_text": c.help} if c.help
+                                                          else {}))
+           for c in tables.LEADERBOARD.columns if c.name in COMPARE_AGENT_COLUMNS},
+        "categories": category}, many=True)
+    pair = inline_serializer("ComparePair", {
+        "better": serializers.CharField(help_text="agent slug ahead on the paired tasks"),
+        "worse": serializers.CharField(),
+        "tasks": serializers.IntegerField(help_text="tasks both agents have scored attempts on"),
+        "difference": serializers.FloatField(help_text="mean per-task success share, better "
+                                                       "minus worse (a fraction)"),
+        "wins": serializers.IntegerField(), "losses": serializers.IntegerField(),
+        "ties": serializers.IntegerField(),
+        "p_value": serializers.FloatField(help_text="two-sided paired sign-flip permutation "
+                                                    "test over the tasks"),
+        "p_holm": serializers.FloatField(help_text="Holm-corrected over every pair compared"),
+        "pairs": serializers.IntegerField(),
+        "method": serializers.CharField(help_text="exact (convolution), exact (enumeration) "
+                                                  "or Monte Carlo"),
+        "draws": serializers.IntegerField(help_text="Monte Carlo draws (0 when exact)"),
+        "seed": serializers.IntegerField(allow_null=True),
+        "separable": serializers.BooleanField(help_text="p_holm below alpha"),
+        "sentence": serializers.CharField()}, many=True)
+    return inline_serializer("Comparison", {
+        "benchmark": serializers.CharField(), "alpha": serializers.FloatField(),
+        "agents": agent, "pairs": pair, "grid": cell(many=True)})
+
+
+COMPARE_AGENT_COLUMNS = ("rank", "agent", "agent_slug", "harness", "model", "success_rate",
+                         "ci_low", "ci_high", "successes", "attempts", "pass_at_3",
+                         "reported_cost_per_attempt_usd", "reported_mean_duration_s",
+                         "reported_mean_output_tokens", "tie_group", "verification_level",
+                         "ranked", "reconstructed", "submission_id")
+
+
+class CompareApi(ApiView):
+    """Two to eight agents compared on one version, as the compare page shows them: each
+    agent's figures and categories, every pair's paired test (Holm-corrected over the pairs)
+    and the task grid (tasks where the agents differ first). An agent without a published
+    result on the version is a 404, more than eight agents a 400; with fewer than two there
+    are no pairs."""
+
+    @extend_schema(parameters=[CompareQuery],
+                   responses={200: _compare_schema(), 400: INVALID_QUERY, 404: NOT_FOUND})
+    @method_decorator(cached_response)
+    def get(self, request: Request) -> HttpResponse:
+        data = query_params(CompareQuery, request)
+        bv = getattr(request, "benchmark_version", None)
+        try:
+            bv = bv or selectors.benchmark_version_get(slug=data.get("benchmark", ""))
+            slugs = compare.parse_agents(data.get("a", []), data.get("agents", ""))
+        except selectors.UnknownBenchmark as exc:
+            raise NotFound(str(exc)) from exc
+        except compare.CompareRefused as exc:
+            raise QueryRefused({"a": [str(exc)]}) from exc
+        entries, tasks, missing = selectors.compare_entries(benchmark_version=bv,
+                                                            agent_slugs=slugs)
+        if missing:
+            raise NotFound(f"no published result on {bv.slug} for: {', '.join(missing)}")
+        found = compare.comparison(entries, tasks, alpha=settings.LEADERBOARD_TIE_ALPHA)
+        return _json(comparison_payload(found, bv))
+
+
+def comparison_payload(found: compare.Comparison, bv) -> dict:
+    """What the compare API answers (the page's figures, tests and grid)."""
+    names = tables.LEADERBOARD.names
+    agents = []
+    for e in found.entries:
+        row = dict(zip(names, tables.LEADERBOARD.row(e), strict=True))
+        agents.append({**{k: row[k] for k in COMPARE_AGENT_COLUMNS}, "categories": [
+            {"category": ce.category.slug, "success_rate": round(ce.success_rate, 6),
+             "ci_low": round(ce.ci_low, 6), "ci_high": round(ce.ci_high, 6),
+             "successes": ce.successes, "attempts": ce.attempts} for ce in e.category_rows]})
+    pairs = [{"better": t.better, "worse": t.worse, "tasks": t.tasks,
+              "difference": round(t.difference, 6), "wins": t.wins, "losses": t.losses,
+              "ties": t.ties, "p_value": t.p_value, "p_holm": t.p_adjusted, "pairs": t.pairs,
+              "method": t.method, "draws": t.draws, "seed": t.seed, "separable": t.separable,
+              "sentence": f["words"]} for f in found.findings for t in [f["test"]]]
+    return {"benchmark": bv.slug, "alpha": found.alpha, "agents": agents, "pairs": pairs,
+            "grid": list(tables.compare_table(found).dicts())}

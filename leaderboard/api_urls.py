@@ -9,4 +9,5 @@ urlpatterns = [
     path("groups/", api.GroupListApi.as_view(), name="api-groups"),
     path("harness-families/", api.HarnessFamilyListApi.as_view(), name="api-harness-families"),
     path("trials/", api.TrialListApi.as_view(), name="api-trials"),
+    path("compare/", api.CompareApi.as_view(), name="api-compare"),
 ]

@@ -527,3 +527,28 @@ def reconstructed_loads() -> list[Submission]:
     """The paper's reconstructed rows, as loaded (no status history of their own). One query."""
     return list(Submission.objects.published().filter(is_reconstructed=True)
                 .select_related("agent", "benchmark_version").order_by("-created_at", "pk"))
+
+
+def compare_entries(
+    *, benchmark_version: BenchmarkVersion, agent_slugs: list[str],
+) -> tuple[list[LeaderboardEntry], list[BenchmarkTask], list[str]]:
+    """The entries of the named agents on one version in rank order (unranked ones last), with
+    their cells and per-category rows (``category_rows``, in category order); the version's
+    tasks; and the slugs that have no entry there. Three queries."""
+    if not agent_slugs:
+        return [], [], []
+    entries = list(
+        LeaderboardEntry.objects.filter(benchmark_version=benchmark_version,
+                                        agent__slug__in=agent_slugs)
+        .select_related("agent", "agent__harness", "agent__model")
+        .defer("task_rates")
+        .prefetch_related(
+            # One query for every compared entry's category rows instead of one per entry.
+            Prefetch("category_entries",
+                     queryset=CategoryEntry.objects.select_related("category")
+                     .order_by("category__position", "category__slug"),
+                     to_attr="category_rows"))
+        .order_by(RANK_ORDER, "agent__display_name"))
+    found = {e.agent.slug for e in entries}
+    tasks = list(benchmark_version.tasks.select_related("category").order_by("position", "name"))
+    return entries, tasks, [s for s in agent_slugs if s not in found]

@@ -19,6 +19,7 @@ from submissions.verification.design import TASK_SD
 
 CSV_PATH = Path(__file__).with_name("data") / "simulation.csv"
 RERUN_CSV_PATH = Path(__file__).with_name("data") / "rerun_design.csv"
+COMPARE_CSV_PATH = Path(__file__).with_name("data") / "compare_test.csv"
 CSV_COLUMNS = ("metric", "scenario", "estimator", "value", "mc_se", "truth", "n", "boards",
                "seed")
 
@@ -116,6 +117,59 @@ def committed_table(path: Path | None = None) -> dict:
         "lost_pass_hat_max": max(b["bias"] for b in biases
                                  if "lost" in b["scenario"] and b["metric"] == "pass^k bias"),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# The compare page's paired test
+# ---------------------------------------------------------------------------------------------
+
+COMPARE_SITE = "sign-flip permutation test over tasks, Holm over the pairs (compare page)"
+COMPARE_T = "paired t-test over tasks (the tie groups' test)"
+COMPARE_FPR = "equal agents called separable"
+COMPARE_POWER = "power: separated"
+COMPARE_POWER_RIGHT = "power: separated, better agent ahead"
+COMPARE_GAP_BASE = 0.30
+# (scenario, true rates of the agents compared, the pair whose power is measured or None when
+# every agent is equal)
+COMPARE_SCENARIOS = (
+    ("2 agents at 30%", (0.30, 0.30), None),
+    ("4 agents at 30% (6 pairs)", (0.30,) * 4, None),
+    ("8 agents at 30% (28 pairs)", (0.30,) * 8, None),
+    ("30% vs 35% (5 points), 2 agents", (0.30, 0.35), (0, 1)),
+    ("30% vs 40% (10 points), 2 agents", (0.30, 0.40), (0, 1)),
+    ("30% vs 45% (15 points), 2 agents", (0.30, 0.45), (0, 1)),
+    ("30% vs 40% (10 points) among 4 agents (the others 33%, 37%; 6 pairs)",
+     (0.30, 0.40, 0.33, 0.37), (0, 1)),
+)
+
+
+def committed_compare_table(path: Path = COMPARE_CSV_PATH) -> dict:
+    """The compare test's committed simulation for the methods page (empty when the file is
+    missing): false positives and power per scenario, the site's test beside the paired
+    t-test where both were run; the figures the prose quotes."""
+    if not path.exists():
+        return {}
+    rows = read_csv(path, path.stat().st_mtime)
+    if not rows:
+        return {}
+    got = {(r["metric"], r["scenario"], r["estimator"]): float(r["value"]) for r in rows}
+
+    def line(metric: str, scen: str) -> dict:
+        return {"scenario": scen, "site": got.get((metric, scen, COMPARE_SITE)),
+                "t": got.get((metric, scen, COMPARE_T)),
+                "right": got.get((COMPARE_POWER_RIGHT, scen, COMPARE_SITE))}
+
+    fpr = [line(COMPARE_FPR, s) for s, _, pair in COMPARE_SCENARIOS if pair is None]
+    power = [line(COMPARE_POWER, s) for s, _, pair in COMPARE_SCENARIOS if pair is not None]
+    by_scen = {p["scenario"]: p for p in power}
+    return {"boards": int(rows[0]["boards"]), "seed": int(rows[0]["seed"]), "fpr": fpr,
+            "power": power, "fpr_max": max(f["site"] for f in fpr),
+            "power_10": by_scen[COMPARE_SCENARIOS[4][0]]["site"],
+            "power_10_t": by_scen[COMPARE_SCENARIOS[4][0]]["t"],
+            "power_10_among": by_scen[COMPARE_SCENARIOS[6][0]]["site"],
+            "fpr_2": fpr[0]["site"], "fpr_2_t": fpr[0]["t"],
+            # whether every separated gap put the better agent ahead
+            "always_right": all(p["right"] == p["site"] for p in power)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -407,6 +407,40 @@ def tasks_table(bv: BenchmarkVersion, filters: selectors.EntryFilters) -> Table:
     return TASKS.table(selectors.task_catalogue(benchmark_version=bv))
 
 
+class _CompareCell(NamedTuple):
+    row: Any  # compare.GridRow
+    entry: Any
+    cell: Any  # compare.GridCell
+
+
+# The compare page's grid (/compare.csv, the API's ``grid``): tasks where the chosen agents
+# differ first, as the page lists them; not one of TABLES (it needs the agents named).
+COMPARE = TableSpec("compare", "CompareCell", (
+    Column("task", TEXT, lambda s: s.row.task.name),
+    Column("category", TEXT, lambda s: s.row.task.category.slug),
+    Column("agent", TEXT, lambda s: s.entry.agent.display_name),
+    Column("agent_slug", TEXT, lambda s: s.entry.agent.slug),
+    Column("outcomes", TEXT, lambda s: s.cell.outcomes,
+           help="the site's outcome per attempt (P F T E I), empty without a trial"),
+    Column("successes", INT, lambda s: s.cell.passes),
+    Column("scored_attempts", INT, lambda s: s.cell.scored,
+           help="attempts scored (infrastructure errors are not)"),
+    Column("success_share", FLOAT, lambda s: _r(s.cell.share), null=True,
+           help="successes / scored attempts on this task; the paired test's per-task value"),
+    Column("agents_differ", BOOL, lambda s: s.row.differ,
+           help="the chosen agents' success shares on this task are not all equal"),
+    Column("provenance", TEXT, lambda s: _prov(s.entry)),
+    Column("submission_id", INT, lambda s: s.entry.submission_id),
+    Column("task_id", INT, lambda s: s.row.task.pk),
+))
+
+
+def compare_table(found, bv: BenchmarkVersion | None = None) -> Table:
+    """A comparison's grid (``compare.Comparison``), one row per task and agent."""
+    return COMPARE.table(_CompareCell(row, e, cell) for row in found.rows
+                         for e, cell in zip(found.entries, row.cells, strict=True))
+
+
 SPECS = {spec.name: spec for spec in (LEADERBOARD, CATEGORIES, GROUPS, HARNESS_FAMILIES,
                                       TRIALS, TASK_MATRIX, TASKS)}
 

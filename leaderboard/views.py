@@ -17,6 +17,7 @@ from leaderboard import (
     cards,
     chart_svg,
     charts,
+    compare,
     csv_copy,
     history,
     selectors,
@@ -195,6 +196,7 @@ def show_leaderboard(request: HttpRequest) -> HttpResponse:
         "unranked_title": UNRANKED_TITLE,
         "rank_changes": history.rank_changes(bv),
         "rank_change_days": history.RANK_CHANGE_DAYS,
+        "max_compare": compare.MAX_AGENTS,
     })
     return render(request, "leaderboard/index.html", ctx)
 
@@ -511,6 +513,60 @@ def show_citation(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     return response
 
 
+def _compare(request: HttpRequest):
+    """(benchmark version, comparison) of a compare request; the agents are ``a=<slug>``
+    (repeated: the leaderboard's ticked rows) and/or ``agents=<slug>,<slug>``. An unknown
+    agent is a 404; more than MAX_AGENTS a CompareRefused. Fewer than two: no pairs."""
+    bv, _filters = _params(request)
+    slugs = compare.parse_agents(request.GET.getlist("a"), request.GET.get("agents", ""))
+    entries, tasks, missing = selectors.compare_entries(benchmark_version=bv, agent_slugs=slugs)
+    if missing:
+        raise Http404(f"no published result on {bv.slug} for: {', '.join(missing)}")
+    return bv, compare.comparison(entries, tasks, alpha=settings.LEADERBOARD_TIE_ALPHA)
+
+
+@require_GET
+@cached_response
+def show_compare(request: HttpRequest) -> HttpResponse:
+    """Chosen agents side by side: figures, categories, the paired tests, the task grid."""
+    ctx = {"query": "", "max_agents": compare.MAX_AGENTS,
+           "alpha": settings.LEADERBOARD_TIE_ALPHA}
+    try:
+        bv, found = _compare(request)
+    except compare.CompareRefused as exc:
+        bv, _filters = _params(request)
+        return render(request, "leaderboard/compare.html",
+                      {**ctx, "bv": bv, "refused": str(exc)}, status=400)
+    canonical = _compare_query(bv, [e.agent.slug for e in found.entries])
+    ctx.update({
+        "bv": bv, "cmp": found if found.tests else None, "entries": found.entries,
+        "query": f"benchmark={quote(bv.slug, safe='@')}",
+        "categories": compare.category_table(found.entries),
+        "permalink": f"{request.build_absolute_uri(reverse('compare'))}?{canonical}",
+        "canonical_query": canonical,
+        "any_reconstructed": any(e.reconstructed for e in found.entries),
+    })
+    return render(request, "leaderboard/compare.html", ctx)
+
+
+def _compare_query(bv, slugs: list[str]) -> str:
+    """The canonical query of a comparison: the version, then each agent in rank order."""
+    return "&".join([f"benchmark={quote(bv.slug, safe='@')}",
+                     *(f"a={quote(s)}" for s in slugs)])
+
+
+@require_safe
+@cached_response
+def download_compare_csv(request: HttpRequest) -> HttpResponse:
+    """The compare page's grid as CSV: one row per task and agent (a header alone when no
+    agent is named)."""
+    try:
+        bv, found = _compare(request)
+    except compare.CompareRefused as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    return csv_bytes_response(tables.compare_table(found), "compare.csv")
+
+
 @require_GET
 def show_downloads(request: HttpRequest) -> HttpResponse:
     """Every CSV, its columns and stable ids, and the outcome letters' legend."""
@@ -538,6 +594,7 @@ def show_methods(request: HttpRequest) -> HttpResponse:
                   {**selectors.screen_rules_described(), **selectors.verification_described(),
                    "sim": simulation_results.committed_table(),
                    "rerun_sim": simulation_results.committed_rerun_table(),
+                   "compare_sim": simulation_results.committed_compare_table(),
                    "robust": simulation_robustness.committed_robustness()})
 
 

@@ -7,6 +7,7 @@ from django.utils.safestring import mark_safe
 
 from evaluation.judge.synthetic import is_synthetic, is_synthetic_trajectory_judge
 from leaderboard import chart_svg, reconstruction_spread
+from leaderboard.compare import format_p
 from leaderboard.formatting import format_pct
 
 register = template.Library()
@@ -130,6 +131,12 @@ def signed_pts(value) -> str:
     """A difference of fractions in percentage points, signed: -0.0123 -> "−1.2 pts"."""
     pts = float(value) * 100
     return f"{'+' if pts > 0 else '−' if pts < 0 else '±'}{abs(pts):.1f} pts"
+
+
+@register.filter
+def p_value(value) -> str:
+    """A p-value as the compare page prints it: 0.031 -> "0.03", 0.0004 -> "< 0.001"."""
+    return format_p(float(value)).removeprefix("p = ").removeprefix("p ")
 
 
 @register.filter

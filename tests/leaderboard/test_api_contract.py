@@ -85,9 +85,9 @@ def test_schemathesis_finds_no_contract_failure(fuzzed_site, fuzz_hooks_env, tmp
     print(summary)  # the figures: operations, phases, cases generated, failures
     (tmp_path / "st-output.txt").write_text(out)  # whole, binary upload bodies included
     assert run.returncode == 0, out[-20000:]
-    assert "Tested: 9" in out and "9 selected / 9 total" in out, summary
+    assert "Tested: 10" in out and "10 selected / 10 total" in out, summary
     generated = re.search(r"(\d+) generated", out)
-    assert generated and int(generated.group(1)) >= 9 * MAX_EXAMPLES, summary
+    assert generated and int(generated.group(1)) >= 10 * MAX_EXAMPLES, summary
     # The token worked: no operation answered only 401 (schemathesis warns otherwise).
     assert "Authentication failed" not in out, summary
     assert "Rate limited" not in out, summary
@@ -177,7 +177,8 @@ def test_the_api_root_lists_every_collection_and_each_answers(client, demo_bv):
     assert root.status_code == 200 and root["Content-Type"] == "application/json"
     links = root.json()
     assert set(links) == {"benchmarks", "leaderboard", "categories", "groups",
-                          "harness_families", "trials", "submissions", "schema", "docs"}
+                          "harness_families", "trials", "compare", "submissions", "schema",
+                          "docs"}
     assert links["trials"] == "http://testserver/api/v1/trials/"
     answers = {key: client.get(url.removeprefix("http://testserver")).status_code
                for key, url in links.items()}

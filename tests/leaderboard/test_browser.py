@@ -24,6 +24,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 CHART_PAGES = {"/", "/categories/", "/imaging-vs-text/", "/harness-effect/", "/cost/"}
 PUBLIC = [*sorted(CHART_PAGES), "/task-matrix/", "/tasks/",
           "/tasks/pathology-tumor-region/case_01/", "/agents/codex-gpt-5-5/", "/methods/",
+          "/compare/?agents=codex-gpt-5-5,codex-gpt-5-4,claude-code-opus-4-8",
           "/contribute/", "/changelog/", "/downloads/", "/pricing/", "/accounts/login/",
           "/accounts/signup/",
           "/?verified=1", "/cost/?verified=1", "/no-such-page/"]

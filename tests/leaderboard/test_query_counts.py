@@ -100,3 +100,19 @@ def test_a_trials_api_page_reads_only_that_page_from_the_database(client, small_
     full = list(tables.trials_table(bv, selectors.EntryFilters()).dicts())
     assert len(full) == 3000
     assert body["results"] == full[1000:1050]
+
+
+def test_the_comparison_reads_a_fixed_number_of_queries_for_2_and_for_8_agents(
+        client, small_benchmark):
+    """The compare page, its CSV and its API: the version, the named entries, their category
+    rows (prefetched) and the tasks, however many agents are compared."""
+    bv, tasks = small_benchmark
+    _add_agents(bv, tasks, 8)
+    from leaderboard.models import LeaderboardEntry
+
+    slugs = list(LeaderboardEntry.objects.values_list("agent__slug", flat=True))
+    for path, expected in (("/compare/", 1 + 3), ("/compare.csv", 1 + 3),
+                           ("/api/v1/compare/", 1 + 3)):
+        counts = [_count(client, f"{path}?" + "&".join(f"a={s}" for s in slugs[:n]))
+                  for n in (2, 8)]
+        assert counts == [expected, expected], (path, counts)

@@ -21,9 +21,9 @@ PUBLIC_READS = {
     "leaderboard", "categories", "groups", "harness", "cost", "task_matrix", "tasks", "task",
     "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup", "submit",
     "registry", "changelog", "downloads", "client-script", "badge", "agent-cite",
-    "card-leaderboard", "card-agent",
+    "card-leaderboard", "card-agent", "compare", "compare-csv",
     "api-root", "api-schema", "api-docs", "api-benchmarks", "api-leaderboard", "api-categories",
-    "api-groups", "api-harness-families", "api-trials",
+    "api-groups", "api-harness-families", "api-trials", "api-compare",
 }
 # Anonymous POSTs that are the way in (a form answered with its errors, nothing created).
 ANONYMOUS_FORMS = {"login", "signup"}

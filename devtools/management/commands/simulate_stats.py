@@ -11,7 +11,10 @@ VERIFICATION_RERUN_* settings) and the designs it is compared with on ``--rerun-
 submissions per agent rate and scenario (honest; claims inflated by 5, 10, 15, 20 points, the fakes
 on random failed trials or spread one per task), prints the detection / false-alarm /
 inconclusive / cost table and writes it (by default the committed
-``leaderboard/data/rerun_design.csv``). ``--only`` runs one part. Prints the wall time.
+``leaderboard/data/rerun_design.csv``). Then the compare page's paired test on
+``--compare-boards`` benchmarks per scenario: equal agents called separable (2, 4 and 8 agents,
+Holm over the pairs) and power against 5, 10 and 15 points (by default the committed
+``leaderboard/data/compare_test.csv``). ``--only`` runs one part. Prints the wall time.
 """
 
 from __future__ import annotations
@@ -40,8 +43,12 @@ class Command(BaseCommand):
                             help="simulated submissions per agent rate and scenario")
         parser.add_argument("--rerun-output", type=Path, default=simulation.RERUN_CSV_PATH,
                             help="re-run design CSV to write (default: the committed table)")
-        parser.add_argument("--only", choices=("all", "stats", "robustness", "rerun"),
-                            default="all")
+        parser.add_argument("--only", choices=("all", "stats", "robustness", "rerun",
+                                                "compare"), default="all")
+        parser.add_argument("--compare-boards", type=int, default=10_000,
+                            help="benchmarks per scenario of the compare page's paired test")
+        parser.add_argument("--compare-output", type=Path, default=simulation.COMPARE_CSV_PATH,
+                            help="compare test CSV to write (default: the committed table)")
         parser.add_argument("--robust-boards", type=int, default=10_000,
                             help="boards per benchmark model (robustness)")
         parser.add_argument("--attempts-boards", type=int, default=2_000,
@@ -49,7 +56,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, boards: int, seed: int, output: Path, rerun_reps: int,
                rerun_output: Path, only: str, robust_boards: int, attempts_boards: int,
-               **options):
+               compare_boards: int, compare_output: Path, **options):
         if only in ("all", "stats"):
             kept = robustness.robust_rows(output)
             self.stats(boards, seed, output)
@@ -58,6 +65,20 @@ class Command(BaseCommand):
             self.robustness(robust_boards, attempts_boards, seed, output)
         if only in ("all", "rerun"):
             self.rerun(rerun_reps, seed, rerun_output)
+        if only in ("all", "compare"):
+            self.compare(compare_boards, seed, compare_output)
+
+    def compare(self, boards: int, seed: int, output: Path) -> None:
+        """The compare page's paired test: equal agents called separable, and power."""
+        started, cpu = time.perf_counter(), time.process_time()
+        shape = simulation.fit_shape(reconstruct(load_paper()))
+        rows = simulation.simulate_compare(shape, boards=boards, seed=seed,
+                                           alpha=settings.LEADERBOARD_TIE_ALPHA)
+        self.stdout.write(simulation.format_table(rows))
+        simulation.write_csv(rows, output, boards=boards, seed=seed)
+        self.stdout.write(f"wrote {output}: {boards} boards per scenario, wall time "
+                          f"{time.perf_counter() - started:.1f} s, CPU time "
+                          f"{time.process_time() - cpu:.1f} s")
 
     def robustness(self, boards: int, attempts_boards: int, seed: int, output: Path) -> None:
         """The interval and tie rule across plausible benchmarks, and power by
