@@ -141,10 +141,11 @@ def test_registry_json_is_harbors_registry_format_for_public_versions(client, db
     settings.REPOSITORY_URL = "https://example.org/healthagentbench.git"
     settings.REGISTRY_GIT_COMMIT = "0" * 40
     doc = client.get("/registry.json").json()
-    assert [(d["name"], d["version"]) for d in doc] == [("healthagentbench-synthetic", "1.0")]
+    assert [(d["name"], d["version"]) for d in doc] == [("healthagentbench-synthetic", "1.0"),
+                                                        ("healthagentbench-synthetic", "2.0")]
     task = doc[0]["tasks"][0]
     assert task["path"].startswith("tasks/") and task["git_commit_id"] == "0" * 40
-    assert len(doc[0]["tasks"]) == 7
+    assert [len(d["tasks"]) for d in doc] == [7, 54]  # @2.0: the paper's 54
     registry = tmp_path / "registry.json"
     registry.write_text(json.dumps(doc))
     harbor_python = Path(settings.HARBOR_VENV) / "bin" / "python"
@@ -154,10 +155,11 @@ def test_registry_json_is_harbors_registry_format_for_public_versions(client, db
         [str(harbor_python), "-c",
          "import sys; from pathlib import Path; from harbor.models.registry import Registry;"
          "r = Registry.from_path(Path(sys.argv[1]));"
-         "print(r.datasets[0].name, len(r.datasets[0].tasks),"
+         "print(*[(d.name, len(d.tasks)) for d in r.datasets],"
          " type(r.datasets[0].tasks[0].to_source_task_id()).__name__)", str(registry)],
         capture_output=True, text=True, check=True)
-    assert proc.stdout.split() == ["healthagentbench-synthetic", "7", "GitTaskId"]
+    assert proc.stdout.split() == ["('healthagentbench-synthetic',", "7)",
+                                   "('healthagentbench-synthetic',", "54)", "GitTaskId"]
 
 
 def test_harness_effect_pages_by_model_with_search_in_the_url(client, demo_bv, settings):
