@@ -403,16 +403,25 @@ SOCIALACCOUNT_ONLY = False
 # GitHub and Hugging Face sign-in: each provider is offered only when its OAuth app's client id
 # and secret are set (make run and tests need neither).
 SOCIALACCOUNT_PROVIDERS = {}
-for _provider, _prefix in (("github", "GITHUB_OAUTH"), ("huggingface", "HUGGINGFACE_OAUTH")):
-    _client_id = env.str(f"{_prefix}_CLIENT_ID", default="")
-    _secret = _env_or_file(f"{_prefix}_SECRET", default="")
-    if _client_id and _secret:
-        INSTALLED_APPS.append(f"allauth.socialaccount.providers.{_provider}")
-        SOCIALACCOUNT_PROVIDERS[_provider] = {
-            "APPS": [{"client_id": _client_id, "secret": _secret, "key": ""}],
-            # Only the verified primary e-mail address is read.
-            "SCOPE": ["user:email"] if _provider == "github" else ["openid", "profile", "email"],
-        }
+if env.str("GITHUB_OAUTH_CLIENT_ID", default="") and _env_or_file("GITHUB_OAUTH_SECRET", default=""):
+    INSTALLED_APPS.append("allauth.socialaccount.providers.github")
+    SOCIALACCOUNT_PROVIDERS["github"] = {
+        "APPS": [{"client_id": env.str("GITHUB_OAUTH_CLIENT_ID"),
+                  "secret": _env_or_file("GITHUB_OAUTH_SECRET"), "key": ""}],
+        # Only the account's e-mail addresses are read, the verified primary one kept.
+        "SCOPE": ["user:email"],
+    }
+# Hugging Face signs in by OpenID Connect (allauth has no provider of its own for it).
+if (env.str("HUGGINGFACE_OAUTH_CLIENT_ID", default="")
+        and _env_or_file("HUGGINGFACE_OAUTH_SECRET", default="")):
+    INSTALLED_APPS.append("allauth.socialaccount.providers.openid_connect")
+    SOCIALACCOUNT_PROVIDERS["openid_connect"] = {"APPS": [{
+        "provider_id": "huggingface", "name": "Hugging Face",
+        "client_id": env.str("HUGGINGFACE_OAUTH_CLIENT_ID"),
+        "secret": _env_or_file("HUGGINGFACE_OAUTH_SECRET"),
+        "settings": {"server_url": "https://huggingface.co",
+                     "scope": ["openid", "profile", "email"]},
+    }]}
 # Outgoing mail (confirmation links, password resets): EMAIL_URL (smtp+tls://user:pass@host:587)
 # in production; with DEBUG on (make run) the console backend prints each e-mail, link included,
 # in the terminal that runs the site.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.core.cache import caches
 from rest_framework.permissions import SAFE_METHODS
+from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 
@@ -18,6 +19,10 @@ class _Throttle(SimpleRateThrottle):
     @property
     def cache(self):
         return caches["throttle"]
+
+    def get_rate(self) -> str | None:
+        # Read when the request comes, not when the class was imported, as every setting is.
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
     @staticmethod
     def _signed_in(request) -> bool:
