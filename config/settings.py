@@ -378,7 +378,8 @@ LOGOUT_REDIRECT_URL = "leaderboard"
 AUTHENTICATION_BACKENDS = [
     # First, as axes requires: it refuses a locked-out account or address before any check.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # allauth's backend is Django's ModelBackend (permissions, the admin's sign-in) that also
+    # takes an e-mail address; Django's own beside it would hash every wrong password twice.
     "allauth.account.auth_backends.AuthenticationBackend",
 ]
 ACCOUNT_ADAPTER = "submissions.accounts.AccountAdapter"

@@ -29,6 +29,14 @@ from tests.accounts_support import PASSWORD, client_sign_up, confirmation_link
 User = get_user_model()
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashes(settings):
+    """Django's PBKDF2 (over a million rounds) takes a second or more per wrong password on a
+    busy machine, and these tests type about a hundred; the hash's cost is not what they
+    measure, the counting is, so they hash with MD5 (test settings only)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def _sign_in(client, login: str, password: str):
     return client.post("/accounts/login/", {"login": login, "password": password})
 
