@@ -98,12 +98,12 @@ def test_the_oauth_providers_are_installed_only_when_configured():
     env = {"DEBUG": "1", "PATH": "/usr/bin:/bin", "GITHUB_OAUTH_CLIENT_ID": "gh-id",
            "GITHUB_OAUTH_SECRET": "gh-secret", "HUGGINGFACE_OAUTH_CLIENT_ID": "hf-id",
            "HUGGINGFACE_OAUTH_SECRET": "hf-secret"}
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: S603
                          timeout=120, check=False)
     assert run.stdout.strip() == "['github', 'openid_connect'] ['github', 'huggingface']", \
         run.stderr
     env = {k: v for k, v in env.items() if "OAUTH" not in k}
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: S603
                          timeout=120, check=False)
     assert run.stdout.strip() == "[] []", run.stderr
 
@@ -343,7 +343,7 @@ def test_an_honest_submitters_three_commands_go_through_every_limit(live_server,
     with urllib.request.urlopen(live_server.url + "/client/hab-submit.py") as response:  # noqa: S310
         (work / "hab-submit.py").write_bytes(response.read())
     # 2: metadata from what Harbor recorded; the submitter fills in what Harbor does not know.
-    run = subprocess.run([sys.executable, "hab-submit.py", "metadata", *sorted(
+    run = subprocess.run([sys.executable, "hab-submit.py", "metadata", *sorted(  # noqa: S603
         str(p.relative_to(work)) for p in (work / "jobs").iterdir())], cwd=work,
         capture_output=True, text=True, timeout=120, check=True)
     assert "TODO" in run.stdout
