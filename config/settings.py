@@ -387,6 +387,8 @@ ACCOUNT_FORMS = {"login": "submissions.accounts.LoginForm"}
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["username*", "email*", "password1*", "password2*"]
 ACCOUNT_UNIQUE_EMAIL = True
+# Sessions last SESSION_COOKIE_AGE as before allauth: no "remember me" box to tick.
+ACCOUNT_SESSION_REMEMBER = True
 # A local account signs in once its e-mail address is confirmed (the link in the e-mail);
 # accounts a maintainer made (createsuperuser, the admin) have their address vouched for.
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
