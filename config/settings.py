@@ -52,6 +52,13 @@ INSTALLED_APPS = [
     "drf_spectacular",
     # Swagger UI's files served from this site's static files (no CDN): /api/docs/.
     "drf_spectacular_sidecar",
+    # Accounts (allauth): local sign-up with a verified e-mail; GitHub and Hugging Face sign-in
+    # are added below only when their OAuth apps are configured.
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    # Failed-login lockout by account and by address (docs/deploy.md, "Accounts").
+    "axes",
     "leaderboard",
     "submissions",
     "evaluation",
@@ -78,6 +85,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.middleware.ContentSecurityPolicyMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    # Last, as axes requires: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 # Refuse oversized upload bodies (by Content-Length) before Django reads a byte of them.
 MIDDLEWARE.insert(1, "submissions.uploads.UploadSizeLimitMiddleware")
@@ -127,6 +137,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+# The API throttles' counters (config/throttles.py) in a cache of their own, so that clearing
+# cached pages never forgives a scraper; production points both at the shared Redis, otherwise
+# each web process counts on its own.
+CACHES["throttle"] = env.cache_url("THROTTLE_CACHE_URL",
+                                   default=env.str("CACHE_URL", default="locmemcache://throttle"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -156,6 +171,22 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_AUTHENTICATION_CLASSES": [],
+    # Each class picks its own requests (config/throttles.py): anonymous reads by address,
+    # authenticated reads by account, uploads by account; past a rate the answer is 429 with
+    # Retry-After. The daily submission quota is not a throttle (A10: it is enforced in the DB).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "config.throttles.AnonReadThrottle",
+        "config.throttles.UserReadThrottle",
+        "config.throttles.UploadThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon_read": env.str("API_THROTTLE_ANON_READS", default="120/minute"),
+        "user_read": env.str("API_THROTTLE_USER_READS", default="600/minute"),
+        "upload": env.str("API_THROTTLE_UPLOADS", default="30/hour"),
+    },
+    # Proxies in front of the site that append to X-Forwarded-For (0: the peer's address is the
+    # client's); the throttles, the lockout and the sign-up limit all read the same address.
+    "NUM_PROXIES": env.int("TRUSTED_PROXY_COUNT", default=0) or None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "HealthAgentBench leaderboard API",
@@ -343,9 +374,95 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "account"
 LOGOUT_REDIRECT_URL = "leaderboard"
 
+# --- Accounts (django-allauth, django-axes; docs/deploy.md, "Accounts") ---
+AUTHENTICATION_BACKENDS = [
+    # First, as axes requires: it refuses a locked-out account or address before any check.
+    "axes.backends.AxesStandaloneBackend",
+    # allauth's backend is Django's ModelBackend (permissions, the admin's sign-in) that also
+    # takes an e-mail address; Django's own beside it would hash every wrong password twice.
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+ACCOUNT_ADAPTER = "submissions.accounts.AccountAdapter"
+ACCOUNT_FORMS = {"login": "submissions.accounts.LoginForm"}
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "email*", "password1*", "password2*"]
+ACCOUNT_UNIQUE_EMAIL = True
+# Sessions last SESSION_COOKIE_AGE as before allauth: no "remember me" box to tick.
+ACCOUNT_SESSION_REMEMBER = True
+# A local account signs in once its e-mail address is confirmed (the link in the e-mail);
+# accounts a maintainer made (createsuperuser, the admin) have their address vouched for.
+ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[HealthAgentBench] "
+ACCOUNT_LOGOUT_REDIRECT_URL = LOGOUT_REDIRECT_URL
+# allauth's own limits stay on for e-mail sending and password resets. Failed sign-ins are
+# axes' (by account and by address, below) and sign-ups are counted per address in the database
+# (ACCOUNT_SIGNUPS_PER_ADDRESS), so allauth's cache counters for those two are off.
+ACCOUNT_RATE_LIMITS = {"login_failed": None, "login": None, "signup": None}
+# Sign-ups accepted from one address per hour; the next gets 429 with Retry-After.
+ACCOUNT_SIGNUPS_PER_ADDRESS_PER_HOUR = env.int("ACCOUNT_SIGNUPS_PER_ADDRESS_PER_HOUR", default=5)
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_ONLY = False
+# GitHub and Hugging Face sign-in: each provider is offered only when its OAuth app's client id
+# and secret are set (make run and tests need neither).
+SOCIALACCOUNT_PROVIDERS = {}
+if env.str("GITHUB_OAUTH_CLIENT_ID", default="") and _env_or_file("GITHUB_OAUTH_SECRET", default=""):
+    INSTALLED_APPS.append("allauth.socialaccount.providers.github")
+    SOCIALACCOUNT_PROVIDERS["github"] = {
+        "APPS": [{"client_id": env.str("GITHUB_OAUTH_CLIENT_ID"),
+                  "secret": _env_or_file("GITHUB_OAUTH_SECRET"), "key": ""}],
+        # Only the account's e-mail addresses are read, the verified primary one kept.
+        "SCOPE": ["user:email"],
+    }
+# Hugging Face signs in by OpenID Connect (allauth has no provider of its own for it).
+if (env.str("HUGGINGFACE_OAUTH_CLIENT_ID", default="")
+        and _env_or_file("HUGGINGFACE_OAUTH_SECRET", default="")):
+    INSTALLED_APPS.append("allauth.socialaccount.providers.openid_connect")
+    SOCIALACCOUNT_PROVIDERS["openid_connect"] = {"APPS": [{
+        "provider_id": "huggingface", "name": "Hugging Face",
+        "client_id": env.str("HUGGINGFACE_OAUTH_CLIENT_ID"),
+        "secret": _env_or_file("HUGGINGFACE_OAUTH_SECRET"),
+        "settings": {"server_url": "https://huggingface.co",
+                     "scope": ["openid", "profile", "email"]},
+    }]}
+# Outgoing mail (confirmation links, password resets): EMAIL_URL (smtp+tls://user:pass@host:587)
+# in production; with DEBUG on (make run) the console backend prints each e-mail, link included,
+# in the terminal that runs the site.
+if env.str("EMAIL_URL", default=""):
+    _mail = env.email_url("EMAIL_URL")
+    MAILERS = {"default": {"BACKEND": _mail["EMAIL_BACKEND"], "OPTIONS": {
+        "host": _mail["EMAIL_HOST"], "port": _mail["EMAIL_PORT"],
+        "username": _mail["EMAIL_HOST_USER"],
+        "password": _env_or_file("EMAIL_PASSWORD", default="") or _mail["EMAIL_HOST_PASSWORD"],
+        "use_tls": bool(_mail.get("EMAIL_USE_TLS")), "use_ssl": bool(_mail.get("EMAIL_USE_SSL")),
+        "timeout": 20}}}
+else:
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend" if DEBUG
+                           else "django.core.mail.backends.smtp.EmailBackend"}}
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="HealthAgentBench <noreply@localhost>")
+# Failed sign-ins: AXES_FAILURE_LIMIT failures lock the account (whatever the address) and,
+# separately, the address (whatever the account) for AXES_COOLOFF_HOURS; a success resets the
+# account's count. Maintainers unlock at once in the admin (Axes > Access attempts) or with
+# `manage.py axes_reset_username <name>` / `axes_reset_ip <address>` / `axes_reset`.
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=20)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=1.0)
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "submissions.accounts.lockout_response"
+AXES_USERNAME_CALLABLE = "submissions.accounts.axes_username"
+AXES_CLIENT_IP_CALLABLE = "submissions.accounts.client_address"
+# Never logs passwords; the access log of successful sign-ins is not needed.
+AXES_DISABLE_ACCESS_LOG = True
+# Quiet start-up (commands' output stays the project's); each lockout is logged by
+# submissions.accounts.lockout_response instead.
+AXES_VERBOSE = False
+
 # --- Submissions ---
 # Accepted submissions per user per UTC day (maintainers are exempt); enforced in the database.
 SUBMISSION_DAILY_QUOTA = env.int("SUBMISSION_DAILY_QUOTA", default=5)
+# The daily quota of an account that signed up on the site until its first submission is
+# published (a new account costs its maker something; accounts a maintainer made are exempt).
+SUBMISSION_NEW_ACCOUNT_DAILY_QUOTA = env.int("SUBMISSION_NEW_ACCOUNT_DAILY_QUOTA", default=2)
 # Uploads with a larger share of trials claiming an infrastructure error are refused (the
 # submitter resumes the job instead); the ones accepted count as failures unless confirmed.
 SUBMISSION_MAX_INFRA_ERROR_SHARE = env.float("SUBMISSION_MAX_INFRA_ERROR_SHARE", default=0.05)

@@ -12,3 +12,4 @@ class SubmissionsConfig(AppConfig):
         # Uploads stream to this private folder; it must exist before the first request.
         Path(settings.FILE_UPLOAD_TEMP_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
         from submissions import schema  # noqa: F401  registers the OpenAPI auth extension
+        from submissions import accounts  # noqa: F401  records each sign-up's address

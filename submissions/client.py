@@ -13,7 +13,8 @@ names) is a "TODO: ..." placeholder, which the site refuses until it is replaced
 The upload (the default command)
 
 packs the job directories into a .tar.gz (regular files only), uploads it with a progress bar
-and an Idempotency-Key (so a retry after a dropped connection cannot submit twice), then polls
+and an Idempotency-Key (so a retry after a dropped connection cannot submit twice; a 429 with
+Retry-After, the site's rate limit, or a 503 is sent again after the wait), then polls
 the submission's status until verification reaches a verdict (or --until queued) and prints
 it. The upload is validated after it is received (status received, validating): a refused one
 prints every problem found. Exit status: 0 verified, checked or published; 1 refused, discrepancy, failed or rejected.
@@ -39,12 +40,33 @@ import urllib.parse
 import uuid
 from pathlib import Path
 
-__version__ = "1.1.1"
+__version__ = "1.2.0"
 CHUNK = 1 << 20
 # Terminal states of a submission (a verdict, or the end of its life); "queued" with --until.
 DONE = {"verified", "consistent", "discrepancy", "failed", "published", "rejected", "refused",
         "withdrawn"}
 GOOD = {"verified", "consistent", "published"}
+# A busy site answers 429 with Retry-After (its rate limits) or 503 (its store is down): the
+# upload is sent again, under the same Idempotency-Key, after the wait it names or, without
+# one, after a doubling backoff; at most RETRIES times, never waiting longer than MAX_WAIT_S.
+RETRIES = 6
+MAX_WAIT_S = 900.0
+
+
+def retry_wait(status: int, retry_after: str | None, attempt: int) -> float | None:
+    """Seconds to wait before asking again, or None when the answer is final. A 429 without
+    Retry-After is the daily quota, which no wait within the run would change."""
+    if status not in (429, 503):
+        return None
+    try:
+        seconds = float(retry_after) if retry_after else None
+    except ValueError:
+        seconds = None
+    if seconds is None:
+        if status == 429:
+            return None
+        seconds = min(60.0, 2.0 ** attempt)
+    return seconds if 0 <= seconds <= MAX_WAIT_S else None
 
 
 def pack(job_dirs: list[Path], out: Path) -> Path:
@@ -70,7 +92,27 @@ def _multipart(files: dict[str, Path], boundary: str):
 
 
 def upload(url: str, token: str, archive: Path, metadata: Path | None, key: str,
-           out=sys.stderr) -> dict:
+           out=sys.stderr, sleep=time.sleep) -> dict:
+    """Send the upload; a 429 with Retry-After or a 503 is sent again after its wait (the
+    Idempotency-Key makes a repeat the same upload)."""
+    for attempt in range(RETRIES + 1):
+        status, retry_after, body = _send_upload(url, token, archive, metadata, key, out)
+        wait = retry_wait(status, retry_after, attempt) if attempt < RETRIES else None
+        if wait is None:
+            break
+        out.write(f"the site answered HTTP {status} ({body.get('detail') or 'busy'}); "
+                  f"sending again in {wait:.0f} s\n")
+        sleep(wait)
+    if status not in (200, 201, 202):
+        problems = body.get("problems") or []
+        lines = [f"  {p.get('code')}  {p.get('path')}: {p.get('message')}" for p in problems]
+        raise SystemExit(f"upload refused ({status}):\n" + ("\n".join(lines) if lines
+                                                            else json.dumps(body, indent=1)))
+    return body
+
+
+def _send_upload(url: str, token: str, archive: Path, metadata: Path | None, key: str,
+                 out) -> tuple[int, str | None, dict]:
     target = urllib.parse.urlsplit(url.rstrip("/") + "/api/v1/submissions/")
     conn_cls = http.client.HTTPSConnection if target.scheme == "https" else http.client.HTTPConnection
     conn = conn_cls(target.netloc, timeout=600)
@@ -96,17 +138,17 @@ def upload(url: str, token: str, archive: Path, metadata: Path | None, key: str,
     conn.send(tail)
     out.write(f"\ruploading 100% ({length >> 20} MiB)\n")
     resp = conn.getresponse()
-    body = json.loads(resp.read() or b"{}")
-    if resp.status not in (200, 201, 202):
-        problems = body.get("problems") or []
-        lines = [f"  {p.get('code')}  {p.get('path')}: {p.get('message')}" for p in problems]
-        raise SystemExit(f"upload refused ({resp.status}):\n" + ("\n".join(lines) if lines
-                                                                else json.dumps(body, indent=1)))
-    return body
+    raw = resp.read()
+    conn.close()
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:  # a proxy's HTML error page
+        body = {"detail": raw[:200].decode(errors="replace")}
+    return resp.status, resp.getheader("Retry-After"), body if isinstance(body, dict) else {}
 
 
 def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.stderr,
-         until: frozenset[str] | set[str] = DONE) -> dict:
+         until: frozenset[str] | set[str] = DONE, sleep=time.sleep) -> dict:
     sub_id = status_path.rstrip("/").rsplit("/", 1)[-1]
     target = urllib.parse.urlsplit(url.rstrip("/") + f"/api/v1/submissions/{sub_id}/")
     while True:
@@ -117,15 +159,17 @@ def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.
             conn.request("GET", target.path, headers={"Authorization": f"Token {token}"})
             resp = conn.getresponse()
             status, raw = resp.status, resp.read()
+            retry_after = resp.getheader("Retry-After")
         except (OSError, http.client.HTTPException) as exc:  # a restart or a dropped link
             out.write(f"status unknown ({exc.__class__.__name__}: {exc}); polling again\n")
-            time.sleep(interval)
+            sleep(interval)
             continue
         finally:
             conn.close()
         if status >= 500 or status == 429:  # transient: the site is busy or restarting
-            out.write(f"status unknown (HTTP {status}); polling again\n")
-            time.sleep(interval)
+            wait = retry_wait(status, retry_after, 0) or interval
+            out.write(f"status unknown (HTTP {status}); polling again in {wait:.0f} s\n")
+            sleep(max(wait, interval))
             continue
         try:
             doc = json.loads(raw)
@@ -137,7 +181,7 @@ def poll(url: str, token: str, status_path: str, interval: float = 5.0, out=sys.
         out.write(progress_line(doc) + "\n")
         if doc["status"] in until:
             return doc
-        time.sleep(interval)
+        sleep(interval)
 
 
 def progress_line(doc: dict) -> str:

@@ -381,6 +381,24 @@ class DailyQuota(BaseModel):
         return f"{self.user_id} {self.day}: {self.used}"
 
 
+class AccountOrigin(BaseModel):
+    """The address an account signed up from (local or GitHub / Hugging Face sign-up): sign-ups
+    per address are limited with it, and maintainers see the accounts one address made (admin).
+    Accounts a maintainer made have none, which also exempts them from the new-account quota."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="account_origin")
+    address = models.GenericIPAddressField(db_index=True)
+    # "email" for a local sign-up, else the provider's id (github, huggingface).
+    method = models.CharField(max_length=30, default="email")
+
+    class Meta:
+        indexes = [models.Index(fields=["address", "created_at"], name="origin_address_time")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} from {self.address}"
+
+
 class ApiToken(BaseModel):
     """A personal API token. Only a SHA-256 of the secret is stored; the prefix identifies it."""
 

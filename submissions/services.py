@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import date
+from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -21,6 +21,7 @@ from submissions.rescore import rescore_candidates, submission_rescore
 from submissions.models import (
     FLAG_AWAITING_JUDGE,
     FLAG_AWAITING_TRAJECTORY_JUDGE,
+    AccountOrigin,
     ApiToken,
     DailyQuota,
     CheckKind,
@@ -133,6 +134,15 @@ def token_authenticate(*, raw: str):
 # --- Quota -----------------------------------------------------------------------------------
 
 
+def quota_limit(*, user) -> int:
+    """Today's quota of ``user``: the new-account quota for an account that signed up on the
+    site and has no published submission yet, else the daily quota."""
+    if (AccountOrigin.objects.filter(user=user).exists()
+            and not Submission.objects.filter(owner=user, published_at__isnull=False).exists()):
+        return min(settings.SUBMISSION_NEW_ACCOUNT_DAILY_QUOTA, settings.SUBMISSION_DAILY_QUOTA)
+    return settings.SUBMISSION_DAILY_QUOTA
+
+
 def quota_consume(*, user, today: date | None = None) -> int:
     """Take one submission from today's quota under a row lock; raise QuotaExceeded when spent.
 
@@ -142,7 +152,7 @@ def quota_consume(*, user, today: date | None = None) -> int:
     if user.is_staff:
         return 0
     today = today or timezone.now().date()
-    limit = settings.SUBMISSION_DAILY_QUOTA
+    limit = quota_limit(user=user)
     try:
         with transaction.atomic():
             DailyQuota.objects.get_or_create(user=user, day=today)
@@ -153,8 +163,34 @@ def quota_consume(*, user, today: date | None = None) -> int:
     taken = DailyQuota.objects.filter(user=user, day=today, used__lt=limit).update(
         used=F("used") + 1, updated_at=timezone.now())
     if taken != 1:
-        raise QuotaExceeded(f"daily quota of {limit} submissions reached; try again tomorrow (UTC)")
+        first = (" (a new account's, until its first submission is published)"
+                 if limit < settings.SUBMISSION_DAILY_QUOTA else "")
+        raise QuotaExceeded(f"daily quota of {limit} submissions{first} reached; try again "
+                            "tomorrow (UTC)")
     return DailyQuota.objects.get(user=user, day=today).used
+
+
+# --- Accounts --------------------------------------------------------------------------------
+
+
+def account_origin_record(*, user, address: str, method: str = "email") -> AccountOrigin:
+    """Remember the address ``user`` signed up from (once: a later social link changes nothing)."""
+    origin, _ = AccountOrigin.objects.get_or_create(
+        user=user, defaults={"address": address, "method": method[:30]})
+    return origin
+
+
+def signup_wait_seconds(*, address: str, now=None) -> int:
+    """0 when ``address`` may sign up now, else the seconds until its oldest sign-up of the last
+    hour leaves the window (ACCOUNT_SIGNUPS_PER_ADDRESS_PER_HOUR)."""
+    now = now or timezone.now()
+    window = timedelta(hours=1)
+    recent = list(AccountOrigin.objects.filter(address=address, created_at__gt=now - window)
+                  .order_by("-created_at").values_list("created_at", flat=True)
+                  [:settings.ACCOUNT_SIGNUPS_PER_ADDRESS_PER_HOUR])
+    if len(recent) < settings.ACCOUNT_SIGNUPS_PER_ADDRESS_PER_HOUR:
+        return 0
+    return max(1, int((recent[-1] + window - now).total_seconds()) + 1)
 
 
 def quota_refund(*, user, day: date) -> None:

@@ -1,13 +1,16 @@
-from django.contrib.auth import views as auth_views
-from django.urls import path
+from allauth.account import views as allauth_views
+from django.urls import include, path
 
 from submissions import views
 
 urlpatterns = [
+    # allauth's pages (templates/account/), under the names the site's templates use; sign-up
+    # goes through the per-address limit first. The rest of allauth (e-mail confirmation,
+    # password reset, GitHub / Hugging Face when configured) follows under accounts/.
     path("accounts/signup/", views.sign_up, name="signup"),
-    path("accounts/login/", auth_views.LoginView.as_view(
-        template_name="submissions/login.html"), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/", allauth_views.login, name="login"),
+    path("accounts/logout/", allauth_views.logout, name="logout"),
+    path("accounts/", include("allauth.urls")),
     path("account/", views.show_account, name="account"),
     path("account/tokens/", views.create_token, name="token-create"),
     path("account/tokens/<int:token_id>/revoke/", views.revoke_token, name="token-revoke"),

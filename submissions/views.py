@@ -7,9 +7,9 @@ import json
 from functools import wraps
 from pathlib import Path
 
+from allauth.account import views as allauth_views
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -17,14 +17,14 @@ from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from submissions import citation, linking
 from submissions import client as submit_client
 from submissions import selectors, services
+from submissions.accounts import client_address
 from submissions.api import submission_status_payload
-from submissions.forms import ReasonForm, SignUpForm, TokenForm, UploadForm
+from submissions.forms import ReasonForm, TokenForm, UploadForm
 from submissions.harbor_intake import served_run, submittable_benchmark_versions
 from submissions.intake import submission_receive
 from submissions.metadata import helper_models
@@ -52,18 +52,18 @@ def staff_required(view):
 
 @require_http_methods(["GET", "POST"])
 def sign_up(request: HttpRequest) -> HttpResponse:
-    """A new account, signed in; then the page it was asked for (`next`, this site's only), or
-    the account page, where the API token is created."""
-    form = SignUpForm(request.POST or None)
-    wanted = request.POST.get("next") or request.GET.get("next", "")
-    if not url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()},
-                                           require_https=request.is_secure()):
-        wanted = ""
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user)
-        return redirect(wanted or "account")
-    return render(request, "submissions/signup.html", {"form": form, "next": wanted})
+    """allauth's sign-up, behind the per-address limit: a new account gets a confirmation e-mail
+    and signs in from its link, then lands on the page it was asked for (`next`, this site's
+    only) or the account page, where the API token is created."""
+    if request.method == "POST":
+        wait = services.signup_wait_seconds(address=client_address(request))
+        if wait:
+            response = render(request, "account/signup_limited.html", {
+                "limit": settings.ACCOUNT_SIGNUPS_PER_ADDRESS_PER_HOUR,
+                "minutes": -(-wait // 60)}, status=429)
+            response["Retry-After"] = str(wait)
+            return response
+    return allauth_views.signup(request)
 
 
 @login_required

@@ -36,3 +36,25 @@ def trajectory_judge(request):
     settings.TRAJECTORY_JUDGE_SYNTHETIC = False
     yield standin
     standin.reset()
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits(request):
+    """Every test starts with no request counted against a rate limit: the API throttles'
+    cache, and allauth's counters (the confirmation e-mail's cooldown per address) in the
+    default cache, are per process and would otherwise carry one test's requests into the next.
+    Only those keys go: cached pages an earlier test warmed stay."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    caches["throttle"].clear()
+    store = caches["default"]
+    if isinstance(store, LocMemCache):
+        with store._lock:
+            for made in [k for k in store._cache if ":allauth:rl:" in k]:
+                del store._cache[made]
+                store._expire_info.pop(made, None)
+    yield

@@ -143,7 +143,7 @@ def sign_in(browser, base_url: str, username: str, password: str) -> dict:
     context = browser.new_context()
     page = context.new_page()
     page.goto(base_url + "/accounts/login/")
-    page.fill("input[name=username]", username)
+    page.fill("input[name=login]", username)  # allauth's field: the user name or e-mail
     page.fill("input[name=password]", password)
     page.click("form.stack button[type=submit]")
     page.wait_for_load_state("load")

@@ -38,6 +38,7 @@ from django.core.management import call_command
 
 from tests.evaluation import verification_support as vs
 from tests.harbor_cli import HarborRun, harbor_environment, review_metadata, run_all
+from tests.accounts_support import browser_sign_up
 from tests.leaderboard.test_browser import chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -205,11 +206,8 @@ def test_visitor_submits_a_real_harbor_run_which_reaches_a_verdict_as_a_referenc
 
         # Sign up from the guide, then create a token on the account page.
         page.locator('[data-testid="submit-guide"]').get_by_role("link", name="Sign up").click()
-        page.fill("#id_username", "newcomer")
-        page.fill("#id_email", "newcomer@example.org")
-        page.fill("#id_password1", "a-Long-passw0rd!")
-        page.fill("#id_password2", "a-Long-passw0rd!")
-        page.click("button[type=submit]")
+        # The address is confirmed by the link in the e-mail, which signs the account in.
+        browser_sign_up(page, base, "newcomer", path="")
         page.wait_for_url("**/account/")
         page.click("text=Create token")
         token = page.locator("#new-token").inner_text()

@@ -8,6 +8,7 @@ from django.urls import get_resolver
 
 from submissions.models import SubmissionStatus
 from submissions.services import token_issue
+from tests.accounts_support import client_sign_up
 
 SUBMISSION_ROUTE_NAMES = {
     "submission-status", "submission-moderate", "trajectory", "trajectory-download",
@@ -195,9 +196,8 @@ def test_sign_up_returns_to_the_page_asked_for_on_this_site_only(db, client, wan
     query = f"?next={wanted}" if wanted else ""
     page = client.get("/accounts/signup/" + query).content.decode()
     assert ('name="next"' in page) == (lands_on == wanted)
-    response = client.post("/accounts/signup/" + query, {
-        "username": "newbie", "email": "newbie@example.org",
-        "password1": "a-Long-passw0rd!", "password2": "a-Long-passw0rd!"})
+    # Signed in by the link in the confirmation e-mail, which keeps where the sign-up was headed.
+    response = client_sign_up(client, "newbie", query=query)
     assert response.status_code == 302 and response["Location"] == lands_on
     assert client.get(lands_on).status_code == 200  # signed in
 

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from tests.conftest import TEST_OUTPUT
+from tests.accounts_support import browser_sign_up
 from tests.leaderboard.test_browser import chromium
 from devtools.harbor_fixtures import HarborJobBuilder, build_metadata
 
@@ -74,12 +75,7 @@ def test_sign_up_token_upload_and_status_page(site, tmp_path):
         problems = []
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(site + "/accounts/signup/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_email", "alice@example.org")
-        page.fill("#id_password1", "a-Long-passw0rd!")
-        page.fill("#id_password2", "a-Long-passw0rd!")
-        page.click("button[type=submit]")
+        browser_sign_up(page, site, "alice")  # confirmed by the e-mail's link
         page.wait_for_url("**/account/")
         page.click("text=Create token")
         token = page.locator("#new-token").inner_text()
@@ -115,12 +111,7 @@ def test_the_try_outs_oracle_upload_lands_on_a_status_page_labelled_reference_ru
         page = browser.new_page(viewport={"width": 1300, "height": 900})
         problems = []
         page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(site + "/accounts/signup/")
-        page.fill("#id_username", "trier")
-        page.fill("#id_email", "trier@example.org")
-        page.fill("#id_password1", "a-Long-passw0rd!")
-        page.fill("#id_password2", "a-Long-passw0rd!")
-        page.click("button[type=submit]")
+        browser_sign_up(page, site, "trier")  # confirmed by the e-mail's link
         page.wait_for_url("**/account/")
         page.goto(site + "/submit/")
         tryout = page.locator('[data-testid="oracle-tryout"]').inner_text()
@@ -175,12 +166,7 @@ def test_the_open_status_page_follows_each_step_to_the_verdict(site, tmp_path):
         page = browser.new_page(viewport={"width": 390, "height": 844})
         problems = []
         page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(site + "/accounts/signup/")
-        page.fill("#id_username", "bob")
-        page.fill("#id_email", "bob@example.org")
-        page.fill("#id_password1", "a-Long-passw0rd!")
-        page.fill("#id_password2", "a-Long-passw0rd!")
-        page.click("button[type=submit]")
+        browser_sign_up(page, site, "bob")  # confirmed by the e-mail's link
         page.wait_for_url("**/account/")
         page.goto(site + "/submit/")
         page.set_input_files("#id_archive", str(archive))
