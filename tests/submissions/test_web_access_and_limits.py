@@ -21,7 +21,7 @@ PUBLIC_READS = {
     "leaderboard", "categories", "groups", "harness", "cost", "task_matrix", "tasks", "task",
     "agent", "methods", "contribute", "healthz", "csv", "pricing", "login", "signup", "submit",
     "registry", "changelog", "downloads", "client-script", "badge", "agent-cite",
-    "card-leaderboard", "card-agent", "compare", "compare-csv",
+    "card-leaderboard", "card-agent", "compare", "compare-csv", "chart-svg",
     "api-root", "api-schema", "api-docs", "api-benchmarks", "api-leaderboard", "api-categories",
     "api-groups", "api-harness-families", "api-trials", "api-compare",
     # allauth's pages for the signed-out: its own names of sign-in and sign-up, the e-mail
@@ -74,7 +74,7 @@ def _routes(world) -> list[tuple[str, str]]:
     values = {"pk": world["queued"].pk, "trial_pk": world["trial"].pk, "action": "publish",
               "token_id": world["token"].pk, "table": "leaderboard", "category": category,
               "case": case, "slug": world["public_agent"].slug, "fmt": "bib",
-              "key": "not-a-key", "uidb36": "0"}
+              "key": "not-a-key", "uidb36": "0", "chart": "lb-chart"}
     routes = []
     for name, entries in get_resolver().reverse_dict.lists():
         if not isinstance(name, str):
