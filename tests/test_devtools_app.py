@@ -16,7 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = {"bench_broker", "bench_isolation", "bench_load", "bench_runner", "bench_scale", "bench_ties",
-         "bench_upload", "chaos_soak", "cluster", "reconstruction_spread", "simulate_stats"}
+         "bench_upload", "chaos_soak", "cluster", "reconstruction_spread", "screen_blind",
+         "simulate_stats"}
 
 
 def _commands(tmp_path: Path, **env: str) -> set[str]:

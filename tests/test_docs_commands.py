@@ -52,6 +52,8 @@ SKIPPED = {
     r"^make images && ": "Docker (builds the images)",
     r"^eval \"\$\(scripts/harbor-venv --env\)\"$": "installs Harbor from PyPI (network)",
     r"^harbor run ": "Docker",
+    r"^harbor hub ": "Harbor's hub (network and an account; the files are validated by "
+                     "tests/leaderboard/test_hub_export.py)",
     r"^for dir in ": "Docker (harbor run)",
     r"^\.venv/bin/python manage\.py (validate_task|grade|bench_\w+|run_worker)\b": "Docker or a broker",
     r"^\.venv/bin/python manage\.py rescore\b": "a worker and Docker (tests/evaluation/"

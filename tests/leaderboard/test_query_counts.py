@@ -13,8 +13,9 @@ from tests.factories import AgentFactory, published_submission
 # joined (1), version list for the selector (1), filter choices (harnesses 1, providers 1) = 4;
 # then the page's own reads. Windowed pages count the matching agents (1).
 PAGES = {
-    # one window of ranked entries (agent/harness/model joined), their count, the unranked rows
-    "/": 4 + 3,
+    # one window of ranked entries (agent/harness/model joined), their count, the unranked rows,
+    # the boards of today and a month before (the rank changes)
+    "/": 4 + 3 + 2,
     "/categories/": 4 + 4,             # categories, entries, prefetched category entries, count
     "/imaging-vs-text/": 4 + 3,        # entries, count, harness-family aggregates
     "/harness-effect/": 4 + 3,         # same-model entries, version entries, families

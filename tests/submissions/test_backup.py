@@ -146,7 +146,7 @@ def test_after_a_restore_the_jobs_in_flight_are_requeued_once_and_published_once
     counted, every live job and upload in intake is published once to the new broker, and the
     reaper that runs next neither requeues nor publishes any of them again."""
     from submissions.verification import reap_stuck_submissions
-    from submissions.verification.lease import _claim
+    from submissions.verification.lease import claim_job
     from tests.evaluation import verification_support as vs
 
     queue = f"restore-requeue-{uuid.uuid4().hex[:8]}"
@@ -180,9 +180,9 @@ def test_after_a_restore_the_jobs_in_flight_are_requeued_once_and_published_once
         assert reaped["requeued"] == reaped["published"] == reaped["enqueued"] == []
         assert vs.redis_client().llen(queue) == 3
         # The new host's worker takes it as the next attempt; a second delivery is a no-op.
-        job, outcome = _claim(running.pk, f"{socket.gethostname()}:1")
+        job, outcome = claim_job(running.pk, f"{socket.gethostname()}:1")
         assert outcome == "claimed" and job.attempt == 2
-        assert _claim(running.pk, f"{socket.gethostname()}:{os.getpid()}") == (None, "busy")
+        assert claim_job(running.pk, f"{socket.gethostname()}:{os.getpid()}") == (None, "busy")
     finally:
         vs.redis_client().delete(queue)
 
