@@ -157,7 +157,7 @@ def test_the_synthetic_oracle_runs_trip_rh2_only_under_any_harness_name(tmp_path
         name = f"{task_dir.parent.name}/{task_dir.name}"
         runner.build_task_image(task_dir)
         run = agents.run_site_agent(agents.SiteAgent(kind="oracle", name="oracle"), task_dir,
-                                    job_id=f"{vs.RUN_PREFIX}scr-{toml.parent.parent.name}"[:60],
+                                    job_id=f"{vs.RUN_PREFIX}scr-{task_dir.parent.name}"[:60],
                                     attempt=1, out_dir=tmp_path / name.replace("/", "__"))
         assert run.result.ok and not run.missing, (name, run.result.text)
         assert run.written, name  # the runner saw the oracle write its outputs
