@@ -47,6 +47,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from evaluation.task_specs import version_packages
 from submissions.harbor import OLDEST_ACCEPTED_HARBOR, TESTED_HARBOR_RELEASES, harbor_release_key
 from tests.evaluation import verification_support as vs
 from tests.harbor_cli import HarborRun, harbor_environment, review_metadata, run_all
@@ -77,12 +78,14 @@ REVIEWED = {
 }
 
 
-def _categories() -> dict[str, str]:
-    """category -> the output path its package declares (the Submit page loop's --artifact)."""
+def _categories() -> dict[str, tuple[Path, str]]:
+    """category -> (its @1.0 package, the output path it declares: the loop's --artifact).
+    A category directory also holds other versions' packages, so each job reads a copy of the
+    category holding only this version's package (what every release can take with -p)."""
     out = {}
-    for toml in sorted((REPO / "tasks").glob("*/*/task.toml")):
-        path = tomllib.loads(toml.read_text())["metadata"]["submission_path"]
-        out.setdefault(toml.parent.parent.name, path.rstrip("/"))
+    for package in version_packages(REPO / "tasks", SLUG):
+        path = tomllib.loads((package / "task.toml").read_text())["metadata"]["submission_path"]
+        out[package.parent.name] = (package, path.rstrip("/"))
     return out
 
 
@@ -140,11 +143,14 @@ def _harbor_loop(release: str, agents: tuple[str, ...], work: Path,
         else:
             agent_args = ["-a", WRONG_AGENT]
         jobs = work / f"jobs-{agent}"
-        for category, output in _categories().items():
+        for category, (package, output) in _categories().items():
+            dataset = work / "dataset" / category
+            if not dataset.is_dir():
+                shutil.copytree(package, dataset / package.name)
             # -n 1: one trial at a time per job. The jobs already run side by side (14), and
             # each trial is a compose project with its own network: 42 at once (-k 3) exhaust
             # the engine's default address pools (about 30 networks), failing a trial to start.
-            argv = ["harbor", "run", "-p", str(REPO / "tasks" / category), *agent_args,
+            argv = ["harbor", "run", "-p", str(dataset), *agent_args,
                     "-k", str(ATTEMPTS), "-n", "1", "--env", "docker", "--artifact", output,
                     "-o", str(jobs), "--job-name", category, *yes]
             name = f"{release}-{agent}-{category}"
